@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/docker/docker/client"
+	"github.com/spf13/pflag"
+)
+
+// Factory holds the dependencies commands share. Everything expensive is
+// built lazily on first use, so --help and flag parsing never touch the
+// Docker daemon or read configuration files.
+type Factory struct {
+	IO *IOStreams
+
+	conf *configLoader
+
+	dockerOnce sync.Once
+	docker     *client.Client
+	dockerErr  error
+}
+
+// NewFactory returns a Factory over the given streams.
+func NewFactory(ios *IOStreams) *Factory {
+	return &Factory{IO: ios, conf: newConfigLoader()}
+}
+
+// Config loads the configuration (once).
+func (f *Factory) Config() (*Config, error) { return f.conf.load() }
+
+// BindFlag makes fl override the configuration key when the user sets it.
+func (f *Factory) BindFlag(key string, fl *pflag.Flag) { f.conf.bind(key, fl) }
+
+// SetProjectDir says which directory's .agent/config.yaml applies (the
+// repository a command works on); by default the working directory.
+func (f *Factory) SetProjectDir(dir func() string) { f.conf.projDir = dir }
+
+// Docker returns a client for the local engine with API version
+// negotiation (the engine may be older than the SDK).
+func (f *Factory) Docker(ctx context.Context) (*client.Client, error) {
+	f.dockerOnce.Do(func() {
+		c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+		if err != nil {
+			f.dockerErr = fmt.Errorf("docker client: %w", err)
+			return
+		}
+		c.NegotiateAPIVersion(ctx)
+		f.docker = c
+	})
+	return f.docker, f.dockerErr
+}
+
+// Close releases what the factory opened.
+func (f *Factory) Close() {
+	if f.docker != nil {
+		_ = f.docker.Close()
+	}
+}
