@@ -1,0 +1,49 @@
+# Targets a newcomer needs: build, images, test, bench, lint, demo.
+GO        ?= go
+BIN       ?= bin
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X github.com/localagent/agent/cmd/agent/cli.Version=$(VERSION)
+GOTEST    ?= $(GO) test
+TESTFLAGS ?= -race -count=1 -timeout 40m
+
+.PHONY: all build images test test-short bench lint demo clean
+
+all: build
+
+# Both binaries are static (CGO_ENABLED=0): agent-toolbox is bind-mounted
+# into sandbox images that may have no libc at all.
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/agent ./cmd/agent
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/agent-toolbox ./cmd/agent-toolbox
+
+# Builds every image the tests need, offline (skips images already present).
+images: build
+	$(BIN)/agent images build all
+
+# The full suite: unit, integration (real Docker engine, real git) and
+# end-to-end tests against the built binary.
+test: images
+	$(GOTEST) $(TESTFLAGS) ./...
+
+# Unit tests only: no Docker engine needed.
+test-short:
+	$(GOTEST) -short -race -count=1 ./...
+
+# Benchmarks: sandbox and tool-call latency against docker run / docker exec
+# in the same run, then the Go benchmarks (agent loop overhead, session memory).
+bench: images
+	$(BIN)/agent bench
+	$(GOTEST) -run '^$$' -bench . -benchmem -count=1 ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) mod tidy -diff
+
+# Runs a whole task end to end on a demo repository with a scripted model.
+demo: build
+	$(BIN)/agent images build sandbox
+	bash demo/run.sh
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,109 @@
+package tests
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/localagent/agent"
+
+// importRules are DESIGN.md's package table: which project packages each
+// top-level package may import (its own sub-packages are always allowed).
+// They are what keeps the sandbox a real boundary: the agent cannot reach
+// Docker or the orchestrator, so no tool can have a host execution path.
+var importRules = map[string][]string{
+	"cmd":          {"*"},
+	"tests":        {"*"},
+	"orchestrator": {"sandbox", "agent", "policy", "images", "compose"},
+	"sandbox":      {"policy"},
+	"images":       {},
+	"agent":        {"policy"},
+	"policy":       {},
+	"compose":      {},
+}
+
+// thirdPartyRules forbid outside modules in packages that must not see them.
+var thirdPartyRules = []struct {
+	prefix  string
+	allowed []string // top-level project packages that may import it
+	why     string
+}{
+	{"github.com/docker/", []string{"cmd", "orchestrator", "sandbox", "images", "tests"}, "only the engine-facing packages talk to Docker"},
+	{"github.com/moby/", []string{"cmd", "orchestrator", "sandbox", "images", "tests"}, "only the engine-facing packages talk to Docker"},
+	{"github.com/charmbracelet/huh", []string{"cmd"}, "forms live behind the prompter in cmd/agent"},
+	{"github.com/spf13/viper", []string{"cmd"}, "configuration is read in cmd/agent and passed down as plain structs"},
+	{"github.com/spf13/cobra", []string{"cmd"}, "logic packages never see cobra"},
+}
+
+func topLevel(pkg string) string {
+	rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
+	top, _, _ := strings.Cut(rel, "/")
+	return top
+}
+
+func allowed(list []string, top string) bool {
+	for _, a := range list {
+		if a == "*" || a == top {
+			return true
+		}
+	}
+	return false
+}
+
+func TestImportRules(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		pkg, imports := fields[0], fields[1:]
+		top := topLevel(pkg)
+		rules, ok := importRules[top]
+		if !ok {
+			t.Errorf("%s: top-level package %q is not in DESIGN.md's layout", pkg, top)
+			continue
+		}
+		checked++
+		for _, imp := range imports {
+			if strings.HasPrefix(imp, module+"/") {
+				it := topLevel(imp)
+				if it != top && !allowed(rules, it) {
+					t.Errorf("%s imports %s: %s may not import %s", pkg, imp, top, it)
+				}
+				continue
+			}
+			for _, r := range thirdPartyRules {
+				if strings.HasPrefix(imp, r.prefix) && !allowed(r.allowed, top) {
+					t.Errorf("%s imports %s: %s", pkg, imp, r.why)
+				}
+			}
+		}
+	}
+	if checked < 5 {
+		t.Fatalf("checked only %d packages; go list output looks wrong:\n%s", checked, out)
+	}
+}
+
+// The toolbox runs inside arbitrary images: it must stay free of the
+// project's other packages and of anything but the standard library and
+// doublestar, so that it builds static and small.
+func TestToolboxImportsOnlyStdlib(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", `{{if not .Standard}}{{.ImportPath}}{{end}}`, module+"/cmd/agent-toolbox").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		switch {
+		case p == module+"/cmd/agent-toolbox", strings.HasPrefix(p, module+"/sandbox/toolbox"),
+			strings.HasPrefix(p, "github.com/bmatcuk/doublestar/"):
+		default:
+			t.Errorf("agent-toolbox depends on %s", p)
+		}
+	}
+}
