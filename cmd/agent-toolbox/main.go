@@ -1,0 +1,104 @@
+// Command agent-toolbox is the helper that runs inside every sandbox
+// container (see package sandbox/toolbox): the container's idle main
+// process, a request session, or one call.
+//
+// It writes only protocol frames to stdout and diagnostics to stderr, and
+// imports nothing but the standard library and the toolbox package: the
+// binary is static and runs in any image, even scratch.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/localagent/agent/sandbox/toolbox"
+)
+
+const usage = `usage: agent-toolbox MODE [flags]
+
+modes:
+  idle    block until SIGTERM or SIGINT (the sandbox container's main process)
+  serve   a session: newline-delimited JSON requests on stdin, responses on stdout
+  call    one JSON request on stdin, one response on stdout
+
+flags (serve, call):
+  -root DIR       workspace directory (default /workspace)
+  -max-output N   cap on a command's output in bytes (default 262144)
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run runs the command and returns its exit code: 0 ok, 1 error, 2 usage.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	mode, rest := args[0], args[1:]
+	switch mode {
+	case "idle":
+		if len(rest) > 0 {
+			fmt.Fprintf(stderr, "agent-toolbox idle takes no arguments\n%s", usage)
+			return 2
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		<-ctx.Done()
+		return 0
+	case "serve", "call":
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "agent-toolbox: unknown mode %q\n%s", mode, usage)
+		return 2
+	}
+
+	fs := flag.NewFlagSet("agent-toolbox "+mode, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	root := fs.String("root", toolbox.WorkspaceRoot, "workspace directory")
+	maxOutput := fs.Int("max-output", 0, "cap on a command's output in bytes")
+	if err := fs.Parse(rest); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "agent-toolbox %s: unexpected arguments %q\n", mode, fs.Args())
+		return 2
+	}
+	if st, err := os.Stat(*root); err != nil || !st.IsDir() {
+		// Not fatal: the file tools answer per call, and a missing
+		// workspace is clearer to the model from there.
+		fmt.Fprintf(stderr, "agent-toolbox: workspace %s is not a directory\n", *root)
+	}
+	srv := &toolbox.Server{Root: *root, Limits: toolbox.Limits{OutputBytes: *maxOutput}}
+
+	// A closed stdout must become a write error (the session then cancels
+	// its commands), not a silent death by SIGPIPE that leaves them running.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	var err error
+	if mode == "serve" {
+		err = srv.Serve(ctx, stdin, stdout)
+	} else {
+		err = srv.Call(ctx, stdin, stdout)
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, context.Canceled):
+		return 0 // stopped by a signal: commands were killed, answers sent
+	default:
+		fmt.Fprintf(stderr, "agent-toolbox %s: %v\n", mode, err)
+		return 1
+	}
+}

@@ -1,0 +1,124 @@
+package toolbox
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// killGroupFor bounds how long killGroup keeps trying; members forking as
+// fast as they can (a fork bomb) are all gone long before that.
+const killGroupFor = 5 * time.Second
+
+// killGroup SIGKILLs process group pgid again and again until no live
+// member remains: a member that forks while the signal is delivered can
+// leave a child behind, so one kill is not enough. Zombies do not count:
+// they are dead and wait only for their parent (or init) to reap them.
+func killGroup(pgid int) {
+	if pgid <= 1 {
+		return // never signal our own group or every process
+	}
+	deadline := time.Now().Add(killGroupFor)
+	pause := 200 * time.Microsecond
+	for {
+		err := syscall.Kill(-pgid, syscall.SIGKILL)
+		if errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		if !groupAlive(pgid) || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(pause)
+		pause = min(pause*2, 10*time.Millisecond)
+	}
+}
+
+// groupAlive reports whether process group pgid has a member that is not a
+// zombie, by scanning /proc (no new process needed: a fork bomb may have
+// used up the pids limit).
+func groupAlive(pgid int) bool {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return true // cannot tell; keep killing until the deadline
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return true
+	}
+	for _, name := range names {
+		if name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		state, pg, ok := procStat(name)
+		if ok && pg == pgid && state != 'Z' && state != 'X' {
+			return true
+		}
+	}
+	return false
+}
+
+// procStat reads the state and process group of /proc/PID/stat. The
+// command name may hold spaces and parentheses, so fields are counted from
+// the last ')'.
+func procStat(pid string) (state byte, pgrp int, ok bool) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	// state ppid pgrp ...
+	if len(f) < 3 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	pg, err := strconv.Atoi(string(f[2]))
+	if err != nil {
+		return 0, 0, false
+	}
+	return f[0][0], pg, true
+}
+
+// oomKills returns the memory cgroup's count of out-of-memory kills, or -1
+// when it cannot be read (no cgroup mounted, old kernel). cgroup v1 has it
+// as "oom_kill N" in memory/memory.oom_control, v2 in memory.events.
+func (s *Server) oomKills() int64 {
+	dir := s.CgroupDir
+	if dir == "" {
+		dir = "/sys/fs/cgroup"
+	}
+	for _, p := range []string{
+		filepath.Join(dir, "memory", "memory.oom_control"),
+		filepath.Join(dir, "memory.events"),
+	} {
+		if n, ok := readCounter(p, "oom_kill"); ok {
+			return n
+		}
+	}
+	return -1
+}
+
+func readCounter(path, key string) (int64, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := bytes.Cut(sc.Bytes(), []byte{' '})
+		if ok && string(k) == key {
+			n, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
