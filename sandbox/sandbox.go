@@ -1,0 +1,280 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+)
+
+// Sandbox is one hardened workspace container. Its methods are safe for
+// concurrent use.
+type Sandbox struct {
+	// ID is the container id.
+	ID string `json:"id"`
+	// Name is the container name.
+	Name string `json:"name"`
+	// Image is the image it runs.
+	Image string `json:"image"`
+	// Workspace is the host directory mounted at /workspace.
+	Workspace string `json:"workspace"`
+	// User is the uid:gid its processes run as.
+	User string `json:"user"`
+	// State is the container state when the Sandbox was created or looked
+	// up ("running", "exited", ...).
+	State string `json:"state"`
+	// Created is when the container was created.
+	Created time.Time `json:"created"`
+	// Labels are the container's labels.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Notice says what Create did to the host beyond creating the container
+	// (e.g. handing the workspace to an unprivileged uid); empty otherwise.
+	Notice string `json:"notice,omitempty"`
+
+	e *Engine
+
+	mu      sync.Mutex
+	sess    *session
+	opening chan struct{} // closed when a session open in progress ends
+	lastTry time.Time     // last failed open, to back off re-opening
+	closed  bool
+}
+
+// createTimeout bounds cleanup work that must run even after the caller's
+// context is cancelled.
+const cleanupTimeout = 30 * time.Second
+
+// Create makes and starts a hardened sandbox for spec. On any failure it
+// removes what it created. The toolbox session is opened in the background
+// so the caller can overlap its own work with it; the first Tool call waits
+// for it.
+func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
+	s, err := spec.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := refuseSocketParent(s.Workspace, e.Host); err != nil {
+		return nil, err
+	}
+	if err := CheckToolbox(s.Toolbox); err != nil {
+		return nil, err
+	}
+	if s.Runtime != "" && !slices.Contains(e.Runtimes, s.Runtime) {
+		return nil, fmt.Errorf("runtime %q is not registered with the Docker engine (it has %s): add it to \"runtimes\" in /etc/docker/daemon.json and restart the engine, or unset sandbox.runtime", s.Runtime, strings.Join(e.Runtimes, ", "))
+	}
+	if err := e.ImagePresent(ctx, s.Image); err != nil {
+		return nil, err
+	}
+
+	user, notice, err := chooseUser(s)
+	if err != nil {
+		return nil, err
+	}
+	cfg, hc, err := containerConfig(s, user)
+	if err != nil {
+		return nil, err
+	}
+	name := s.Name
+	if name == "" {
+		name = "agent-sandbox-" + randomHex(6)
+	}
+	created, err := e.api.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			// The image vanished between the check and the create.
+			return nil, &ImageMissingError{Image: s.Image}
+		}
+		return nil, e.wrap("creating sandbox container", err)
+	}
+	if err := e.api.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		e.cleanup(ctx, created.ID)
+		return nil, e.wrap("starting sandbox container", err)
+	}
+	sb := &Sandbox{
+		ID: created.ID, Name: name, Image: s.Image, Workspace: s.Workspace,
+		User: user.String(), State: "running", Created: time.Now(),
+		Labels: cfg.Labels, Notice: notice, e: e,
+	}
+	sb.openAsync()
+	return sb, nil
+}
+
+// cleanup removes a half-created container even when ctx is cancelled.
+func (e *Engine) cleanup(ctx context.Context, id string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	_ = e.Remove(cctx, id)
+}
+
+// chooseUser applies ChooseUser to the spec and, when the sandbox user must
+// own the workspace, hands it over.
+func chooseUser(s Spec) (UserChoice, string, error) {
+	if s.User != "" {
+		uid, gid, err := parseUser(s.User)
+		return UserChoice{UID: uid, GID: gid}, "", err
+	}
+	fi, err := os.Stat(s.Workspace)
+	if err != nil {
+		return UserChoice{}, "", fmt.Errorf("workspace %s: %w", s.Workspace, err)
+	}
+	ownerUID, ownerGID := 0, 0
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		ownerUID, ownerGID = int(st.Uid), int(st.Gid)
+	}
+	u := ChooseUser(os.Geteuid(), os.Getegid(), ownerUID, ownerGID)
+	if !u.Chown {
+		return u, "", nil
+	}
+	if err := chownTree(s.Workspace, u.UID, u.GID); err != nil {
+		return u, "", fmt.Errorf("handing workspace %s to uid %s so the unprivileged sandbox can write it: %w", s.Workspace, u, err)
+	}
+	return u, fmt.Sprintf("running as root: the sandbox runs as unprivileged %s and the workspace %s was chowned to it", u, s.Workspace), nil
+}
+
+// chownTree changes the owner of every entry under root without following
+// symlinks (Lchown), so a link in the workspace cannot redirect the chown to
+// a host file.
+func chownTree(root string, uid, gid int) error {
+	return filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// ListOptions narrow List. The zero value lists every sandbox of this
+// project, running or not.
+type ListOptions struct {
+	// Labels are extra label filters, "key" or "key=value".
+	Labels []string
+	// Running lists only running sandboxes.
+	Running bool
+}
+
+// List returns this project's sandboxes, newest first.
+func (e *Engine) List(ctx context.Context, opts ListOptions) ([]*Sandbox, error) {
+	f := managedFilter(opts.Labels...)
+	if opts.Running {
+		f.Add("status", "running")
+	}
+	cs, err := e.api.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, e.wrap("listing sandboxes", err)
+	}
+	out := make([]*Sandbox, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, e.fromSummary(c))
+	}
+	return out, nil
+}
+
+func (e *Engine) fromSummary(c container.Summary) *Sandbox {
+	name := ""
+	if len(c.Names) > 0 {
+		name = strings.TrimPrefix(c.Names[0], "/")
+	}
+	return &Sandbox{
+		ID: c.ID, Name: name, Image: c.Image, Workspace: c.Labels[LabelWorkspace],
+		User: c.Labels[LabelUser], State: string(c.State), Created: time.Unix(c.Created, 0),
+		Labels: c.Labels, e: e,
+	}
+}
+
+// Get finds one of this project's sandboxes by full id, unique id prefix or
+// name. Containers without the project's labels are never matched.
+func (e *Engine) Get(ctx context.Context, ref string) (*Sandbox, error) {
+	if ref == "" {
+		return nil, errors.New("no sandbox id given: list them with `agent sandbox ls`")
+	}
+	all, err := e.List(ctx, ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var matches []*Sandbox
+	for _, sb := range all {
+		if sb.ID == ref || sb.Name == ref {
+			return sb, nil
+		}
+		if strings.HasPrefix(sb.ID, ref) {
+			matches = append(matches, sb)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return nil, notFound(ref)
+	case 1:
+		return matches[0], nil
+	}
+	return nil, fmt.Errorf("sandbox id prefix %q is ambiguous (%d sandboxes match): give more characters", ref, len(matches))
+}
+
+// Remove kills and removes a sandbox container and its anonymous volumes.
+// A container that is already gone is not an error.
+func (e *Engine) Remove(ctx context.Context, id string) error {
+	err := e.api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err == nil || cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	if cerrdefs.IsConflict(err) {
+		// "removal already in progress": someone else is removing it.
+		return nil
+	}
+	return e.wrap("removing sandbox "+shortID(id), err)
+}
+
+// Remove closes the sandbox's session and removes its container.
+func (s *Sandbox) Remove(ctx context.Context) error {
+	s.Close()
+	return s.e.Remove(ctx, s.ID)
+}
+
+// Close ends the toolbox session (the container keeps running). A closed
+// Sandbox still answers Tool calls with one exec per call.
+func (s *Sandbox) Close() {
+	s.mu.Lock()
+	sess := s.sess
+	s.sess = nil
+	s.closed = true
+	s.mu.Unlock()
+	if sess != nil {
+		sess.close()
+	}
+}
+
+// checkRunning turns "cannot exec" into a clear error about the container.
+func (s *Sandbox) checkRunning(ctx context.Context) error {
+	ins, err := s.e.api.ContainerInspect(ctx, s.ID)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("sandbox %s no longer exists (it was removed): create a new one: %w", shortID(s.ID), ErrNotFound)
+		}
+		return s.e.wrap("inspecting sandbox "+shortID(s.ID), err)
+	}
+	if ins.State == nil || !ins.State.Running || ins.State.Paused || ins.State.Restarting {
+		st := ins.State
+		if st == nil {
+			return notRunning(s.ID, "", 0, false)
+		}
+		return notRunning(s.ID, string(st.Status), st.ExitCode, st.OOMKilled)
+	}
+	return nil
+}

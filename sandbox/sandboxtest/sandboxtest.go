@@ -1,0 +1,211 @@
+package sandboxtest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+
+	"github.com/localagent/agent/sandbox"
+)
+
+// Images present on development and CI machines.
+const (
+	// BusyboxImage is the tiny image most tests use.
+	BusyboxImage = "agent/busybox:latest"
+	// SandboxImage is the default Debian-based sandbox image (bash, ps, git).
+	SandboxImage = "agent/sandbox:latest"
+)
+
+var (
+	toolboxOnce sync.Once
+	toolboxPath string
+	toolboxErr  error
+)
+
+// Toolbox returns the path of a static agent-toolbox built from this
+// checkout. It is built at most once per test binary and cached across test
+// binaries under the user cache directory, keyed by a hash of its sources.
+func Toolbox(t testing.TB) string {
+	t.Helper()
+	toolboxOnce.Do(func() { toolboxPath, toolboxErr = buildToolbox() })
+	if toolboxErr != nil {
+		t.Fatalf("building agent-toolbox: %v", toolboxErr)
+	}
+	return toolboxPath
+}
+
+// moduleRoot is the directory of go.mod, found from this file's location.
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+func buildToolbox() (string, error) {
+	root := moduleRoot()
+	h := sha256.New()
+	fmt.Fprintln(h, runtime.Version())
+	for _, dir := range []string{"cmd/agent-toolbox", "sandbox/toolbox"} {
+		files, _ := filepath.Glob(filepath.Join(root, dir, "*.go"))
+		sort.Strings(files)
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			fh, err := os.Open(f)
+			if err != nil {
+				return "", err
+			}
+			fmt.Fprintln(h, f)
+			_, _ = io.Copy(h, fh)
+			fh.Close()
+		}
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	dir := filepath.Join(cache, "agent-test")
+	out := filepath.Join(dir, "agent-toolbox-"+hex.EncodeToString(h.Sum(nil))[:16])
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
+	cmd := exec.Command("go", "build", "-trimpath", "-o", tmp, "./cmd/agent-toolbox")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("%v: %s", err, b)
+	}
+	// Rename is atomic, so concurrent test binaries never see a partial file.
+	if err := os.Rename(tmp, out); err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
+// RequireDocker connects to the engine. Under -short it skips the test
+// (integration tests run only without -short); otherwise an unreachable
+// engine fails the test, so a broken machine cannot pass silently.
+func RequireDocker(t testing.TB) *sandbox.Engine {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test against the Docker engine; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e, err := sandbox.Connect(ctx)
+	if err != nil {
+		t.Fatalf("Docker engine: %v", err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// Client returns a raw engine client for checks from outside a sandbox
+// (inspect) and for control containers.
+func Client(t testing.TB) *client.Client {
+	t.Helper()
+	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatalf("docker client: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestLabel returns a label value unique to this test run, for
+// sandbox.LabelTest.
+func TestLabel(t testing.TB) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	name := strings.NewReplacer("/", "-", " ", "_").Replace(t.Name())
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	return name + "-" + hex.EncodeToString(b)
+}
+
+// Labels returns the project's labels plus a unique LabelTest, to put on
+// control containers a test creates itself.
+func Labels(t testing.TB) map[string]string {
+	return map[string]string{sandbox.LabelManaged: sandbox.ManagedValue, sandbox.LabelTest: TestLabel(t)}
+}
+
+// New creates a sandbox for the test: spec's zero fields become a fresh
+// temporary workspace, BusyboxImage and the test toolbox; it is labelled
+// with a unique LabelTest and removed at cleanup.
+func New(t testing.TB, e *sandbox.Engine, spec sandbox.Spec) *sandbox.Sandbox {
+	t.Helper()
+	if spec.Workspace == "" {
+		spec.Workspace = t.TempDir()
+	}
+	if spec.Image == "" {
+		spec.Image = BusyboxImage
+	}
+	if spec.Toolbox == "" {
+		spec.Toolbox = Toolbox(t)
+	}
+	labels := map[string]string{sandbox.LabelTest: TestLabel(t)}
+	for k, v := range spec.Labels {
+		labels[k] = v
+	}
+	spec.Labels = labels
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sb, err := e.Create(ctx, spec)
+	if err != nil {
+		t.Fatalf("creating sandbox: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := sb.Remove(ctx); err != nil {
+			t.Errorf("removing sandbox %s: %v", sb.ID, err)
+		}
+	})
+	return sb
+}
+
+// Containers lists every container (running or not) carrying
+// LabelTest=value.
+func Containers(t testing.TB, c *client.Client, value string) []container.Summary {
+	t.Helper()
+	cs, err := c.ContainerList(context.Background(), container.ListOptions{
+		All: true, Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelTest+"="+value)),
+	})
+	if err != nil {
+		t.Fatalf("listing containers: %v", err)
+	}
+	return cs
+}
+
+// RemoveOnCleanup removes the container id when the test ends.
+func RemoveOnCleanup(t testing.TB, c *client.Client, id string) {
+	t.Cleanup(func() {
+		err := c.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			t.Errorf("removing container %s: %v", id, err)
+		}
+	})
+}

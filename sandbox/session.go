@@ -1,0 +1,215 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/localagent/agent/sandbox/toolbox"
+)
+
+// errSessionLost is wrapped when the long-lived toolbox exec ends.
+var errSessionLost = errors.New("toolbox session ended")
+
+// sessionOpenTimeout bounds opening a session; it is independent of any one
+// call's context because the session outlives the call that opened it.
+const sessionOpenTimeout = 30 * time.Second
+
+// reopenBackoff is how long after a failed open Tool calls go straight to
+// one exec per call before trying to open a session again.
+const reopenBackoff = 2 * time.Second
+
+// session is one long-lived `toolbox serve` exec carrying NDJSON frames:
+// requests on its stdin, responses (matched by id, possibly out of order) on
+// its stdout.
+type session struct {
+	att    types.HijackedResponse
+	execID string
+
+	wmu sync.Mutex // serialises frames on stdin
+
+	next atomic.Uint64
+
+	mu      sync.Mutex
+	pending map[uint64]chan toolbox.Response
+	err     error // why the session ended; set once
+	done    chan struct{}
+
+	stderr tailBuffer
+}
+
+func (e *Engine) openSession(ctx context.Context, id, user string) (*session, error) {
+	created, err := e.api.ContainerExecCreate(ctx, id, container.ExecOptions{
+		User:         user,
+		AttachStdin:  true,
+		AttachStdout: true,
+		AttachStderr: true,
+		WorkingDir:   toolbox.WorkspaceRoot,
+		Cmd:          []string{ToolboxPath, "serve"},
+	})
+	if err != nil {
+		return nil, e.wrapExec(id, err)
+	}
+	att, err := e.api.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return nil, e.wrapExec(id, err)
+	}
+	s := &session{
+		att: att, execID: created.ID,
+		pending: map[uint64]chan toolbox.Response{},
+		done:    make(chan struct{}),
+		stderr:  tailBuffer{max: 4 << 10},
+	}
+	go s.readLoop()
+	return s, nil
+}
+
+func (s *session) readLoop() {
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := stdcopy.StdCopy(pw, &s.stderr, s.att.Reader)
+		if err == nil {
+			err = io.EOF
+		}
+		pw.CloseWithError(err)
+	}()
+	dec := json.NewDecoder(pr)
+	for {
+		var r toolbox.Response
+		if err := dec.Decode(&r); err != nil {
+			s.fail(err)
+			_ = pr.CloseWithError(err)
+			return
+		}
+		s.mu.Lock()
+		ch, ok := s.pending[r.ID]
+		delete(s.pending, r.ID)
+		s.mu.Unlock()
+		if ok {
+			ch <- r
+		}
+	}
+}
+
+// fail ends the session: pending calls see their channel closed.
+func (s *session) fail(err error) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	if msg := bytes.TrimSpace(s.stderr.Bytes()); len(msg) > 0 {
+		err = fmt.Errorf("%w (toolbox stderr: %s)", err, msg)
+	}
+	s.err = fmt.Errorf("%w: %w", errSessionLost, err)
+	for id, ch := range s.pending {
+		close(ch)
+		delete(s.pending, id)
+	}
+	close(s.done)
+	s.mu.Unlock()
+	s.att.Close()
+}
+
+func (s *session) close() { s.fail(errors.New("closed")) }
+
+func (s *session) alive() bool {
+	select {
+	case <-s.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (s *session) lostErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// call sends one request and waits for its response. sent reports whether
+// the request reached the toolbox (so a lost session may have run it).
+func (s *session) call(ctx context.Context, tool string, args json.RawMessage) (resp toolbox.Response, sent bool, err error) {
+	id := s.next.Add(1)
+	frame, err := json.Marshal(toolbox.Request{ID: id, Tool: tool, Args: args})
+	if err != nil {
+		return resp, false, fmt.Errorf("encoding %s request: %w", tool, err)
+	}
+	frame = append(frame, '\n')
+	ch := make(chan toolbox.Response, 1)
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return resp, false, err
+	}
+	s.pending[id] = ch
+	s.mu.Unlock()
+
+	if err := s.write(frame); err != nil {
+		s.fail(err)
+		return resp, false, s.lostErr()
+	}
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return resp, true, s.lostErr()
+		}
+		return r, true, nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		delete(s.pending, id)
+		s.mu.Unlock()
+		// Ask the toolbox to stop the call (it kills a command's whole
+		// process group); its late answer is dropped.
+		cancel, _ := json.Marshal(toolbox.Request{ID: s.next.Add(1), Tool: toolbox.OpCancel, Args: mustJSON(toolbox.CancelArgs{ID: id})})
+		_ = s.write(append(cancel, '\n'))
+		return resp, true, ctx.Err()
+	}
+}
+
+func (s *session) write(frame []byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	_, err := s.att.Conn.Write(frame)
+	return err
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) Bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]byte(nil), t.b...)
+}

@@ -1,0 +1,269 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/localagent/agent/policy"
+	"github.com/localagent/agent/sandbox/toolbox"
+)
+
+// Paths inside every sandbox.
+const (
+	// ToolboxPath is where the toolbox binary is bind-mounted (read-only).
+	ToolboxPath = "/.agent/toolbox"
+	// HomeDir is the sandbox user's home, a size-limited tmpfs (the root
+	// filesystem is read-only, and tools expect a writable $HOME).
+	HomeDir = "/home/agent"
+	// TmpDir is a size-limited tmpfs.
+	TmpDir = "/tmp"
+)
+
+// DefaultImage is the image a Spec without one uses.
+const DefaultImage = "agent/sandbox:latest"
+
+// NobodyUID is the unprivileged uid (and gid) a sandbox runs as when the
+// caller is root and the workspace belongs to root: root in the sandbox is
+// never the default. 65532 is the "nonroot" id of distroless images and is
+// unlikely to own anything on the host.
+const NobodyUID = 65532
+
+// Spec describes one sandbox container. Zero values are documented per field.
+type Spec struct {
+	// Workspace is the host directory bind-mounted read-write at
+	// /workspace. Required; made absolute.
+	Workspace string
+	// Image is the sandbox image; "" means DefaultImage. It is never pulled.
+	Image string
+	// Toolbox is the host path of the static agent-toolbox binary
+	// (see FindToolbox). Required.
+	Toolbox string
+	// Limits are the resource limits; zero fields take the value of
+	// policy.DefaultLimits.
+	Limits policy.Limits
+	// User is "uid:gid" to run as; "" chooses one (see ChooseUser). "0" or
+	// "0:..." is accepted only when set explicitly here.
+	User string
+	// Runtime is the OCI runtime (e.g. "runsc"); "" is the engine default.
+	Runtime string
+	// Seccomp, when non-nil, replaces the engine's default seccomp profile
+	// (for a tighter one); nil keeps the engine default, which is never
+	// turned off.
+	Seccomp *specs.LinuxSeccomp
+	// Task and StateID set LabelTask and LabelState when not empty.
+	Task    string
+	StateID string
+	// Labels are added to the container's labels; they cannot override the
+	// labels this package sets.
+	Labels map[string]string
+	// Env is extra "KEY=value" environment for the main process and every
+	// exec.
+	Env []string
+	// Name is the container name; "" generates "agent-sandbox-<random>".
+	Name string
+}
+
+// withDefaults fills zero fields and validates what can be checked without
+// the engine.
+func (s Spec) withDefaults() (Spec, error) {
+	if s.Workspace == "" {
+		return s, errors.New("no workspace given: pass the directory to mount at /workspace")
+	}
+	ws, err := filepath.Abs(s.Workspace)
+	if err != nil {
+		return s, fmt.Errorf("workspace %s: %w", s.Workspace, err)
+	}
+	// Resolve symlinks so that the label and the bind source name the real
+	// directory, and so the checks below cannot be dodged through a link.
+	if real, err := filepath.EvalSymlinks(ws); err == nil {
+		ws = real
+	}
+	fi, err := os.Stat(ws)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return s, fmt.Errorf("workspace %s does not exist: create it or pass an existing directory", ws)
+	case err != nil:
+		return s, fmt.Errorf("workspace %s: %w", ws, err)
+	case !fi.IsDir():
+		return s, fmt.Errorf("workspace %s is not a directory", ws)
+	}
+	if ws == "/" {
+		return s, errors.New("refusing to mount / as the workspace: pass a project directory")
+	}
+	s.Workspace = ws
+	if s.Image == "" {
+		s.Image = DefaultImage
+	}
+	if s.Toolbox == "" {
+		return s, errors.New("no toolbox binary given: see FindToolbox")
+	}
+	d := policy.DefaultLimits()
+	if s.Limits.MemoryBytes <= 0 {
+		s.Limits.MemoryBytes = d.MemoryBytes
+	}
+	if s.Limits.NanoCPUs <= 0 {
+		s.Limits.NanoCPUs = d.NanoCPUs
+	}
+	if s.Limits.Pids <= 0 {
+		s.Limits.Pids = d.Pids
+	}
+	if s.Limits.TmpfsBytes <= 0 {
+		s.Limits.TmpfsBytes = d.TmpfsBytes
+	}
+	if s.User != "" {
+		if _, _, err := parseUser(s.User); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// refuseSocketParent refuses a workspace that contains the engine's unix
+// socket: bind-mounting it would hand the sandbox the whole host.
+func refuseSocketParent(ws, daemonHost string) error {
+	sock, ok := strings.CutPrefix(daemonHost, "unix://")
+	if !ok {
+		return nil
+	}
+	if real, err := filepath.EvalSymlinks(sock); err == nil {
+		sock = real
+	}
+	if rel, err := filepath.Rel(ws, sock); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("refusing workspace %s: it contains the Docker socket %s, which would give the sandbox control of the host", ws, sock)
+	}
+	return nil
+}
+
+func parseUser(u string) (uid, gid int, err error) {
+	us, gs, hasGID := strings.Cut(u, ":")
+	uid, err = strconv.Atoi(us)
+	if err == nil && hasGID {
+		gid, err = strconv.Atoi(gs)
+	} else {
+		gid = uid
+	}
+	if err != nil || uid < 0 || gid < 0 {
+		return 0, 0, fmt.Errorf("user %q must be numeric uid or uid:gid", u)
+	}
+	return uid, gid, nil
+}
+
+// UserChoice is the identity a sandbox runs as and why.
+type UserChoice struct {
+	UID, GID int
+	// Chown is set when the workspace must be handed to UID:GID so that the
+	// sandbox can write it (the caller is root and root owns the workspace).
+	Chown bool
+}
+
+// String is "uid:gid".
+func (u UserChoice) String() string { return fmt.Sprintf("%d:%d", u.UID, u.GID) }
+
+// ChooseUser picks the sandbox identity: the caller's uid:gid, so that files
+// come back owned by the user; when the caller is root, the workspace owner
+// if that is not root; otherwise NobodyUID, with the workspace handed over to
+// it. Root inside the sandbox is never chosen.
+func ChooseUser(callerUID, callerGID, ownerUID, ownerGID int) UserChoice {
+	switch {
+	case callerUID != 0:
+		return UserChoice{UID: callerUID, GID: callerGID}
+	case ownerUID != 0:
+		return UserChoice{UID: ownerUID, GID: ownerGID}
+	default:
+		return UserChoice{UID: NobodyUID, GID: NobodyUID, Chown: true}
+	}
+}
+
+// containerConfig turns a defaulted Spec into the engine's create request.
+// It is pure so that every hardening decision is unit-tested.
+func containerConfig(s Spec, user UserChoice) (*container.Config, *container.HostConfig, error) {
+	labels := map[string]string{}
+	for k, v := range s.Labels {
+		labels[k] = v
+	}
+	if s.Task != "" {
+		labels[LabelTask] = s.Task
+	}
+	if s.StateID != "" {
+		labels[LabelState] = s.StateID
+	}
+	labels[LabelManaged] = ManagedValue
+	labels[LabelKind] = KindSandbox
+	labels[LabelWorkspace] = s.Workspace
+	labels[LabelUser] = user.String()
+
+	env := append([]string{"HOME=" + HomeDir, "USER=agent"}, s.Env...)
+	cfg := &container.Config{
+		Image:      s.Image,
+		User:       user.String(),
+		Env:        env,
+		WorkingDir: toolbox.WorkspaceRoot,
+		// The toolbox idles as the main process (under the engine's init), so
+		// any image works unchanged, with or without a shell.
+		Entrypoint:      []string{ToolboxPath},
+		Cmd:             []string{"idle"},
+		Labels:          labels,
+		Hostname:        "sandbox",
+		NetworkDisabled: true,
+	}
+
+	secOpts := []string{"no-new-privileges:true"}
+	if s.Seccomp != nil {
+		// Docker's seccomp profile JSON is a superset of the OCI
+		// LinuxSeccomp structure; the engine accepts it inline.
+		b, err := json.Marshal(s.Seccomp)
+		if err != nil {
+			return nil, nil, fmt.Errorf("seccomp profile: %w", err)
+		}
+		secOpts = append(secOpts, "seccomp="+string(b))
+	}
+	tmpfsOpts := fmt.Sprintf("rw,nosuid,nodev,size=%d", s.Limits.TmpfsBytes)
+	pids := s.Limits.Pids
+	initOn := true
+	hc := &container.HostConfig{
+		// Everything the agent can do goes through exec; no capability is
+		// needed for that, so none is kept (not even CHOWN or SETUID).
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    secOpts,
+		Privileged:     false,
+		ReadonlyRootfs: true,
+		Tmpfs: map[string]string{
+			TmpDir:  tmpfsOpts + ",mode=1777",
+			HomeDir: fmt.Sprintf("%s,mode=0700,uid=%d,gid=%d", tmpfsOpts, user.UID, user.GID),
+		},
+		Resources: container.Resources{
+			Memory: s.Limits.MemoryBytes,
+			// Swap equal to memory means no swap: a memory bomb is
+			// OOM-killed instead of thrashing the host.
+			MemorySwap: s.Limits.MemoryBytes,
+			NanoCPUs:   s.Limits.NanoCPUs,
+			// The pids cgroup, not ulimit nproc, which counts per host uid
+			// across containers.
+			PidsLimit: &pids,
+		},
+		// An init reaps zombies left by killed commands and makes stop fast.
+		Init:        &initOn,
+		NetworkMode: "none",
+		// Private namespaces, stated explicitly because some daemon defaults
+		// (cgroup v1 hosts, "shareable" ipc) differ.
+		IpcMode:      container.IPCModePrivate,
+		CgroupnsMode: container.CgroupnsModePrivate,
+		Runtime:      s.Runtime,
+		// Only the workspace and the toolbox binary come from the host.
+		Mounts: []mount.Mount{
+			{Type: mount.TypeBind, Source: s.Workspace, Target: toolbox.WorkspaceRoot},
+			{Type: mount.TypeBind, Source: s.Toolbox, Target: ToolboxPath, ReadOnly: true},
+		},
+		LogConfig: container.LogConfig{Type: "none"},
+	}
+	return cfg, hc, nil
+}

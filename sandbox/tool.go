@@ -1,0 +1,153 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/localagent/agent/sandbox/toolbox"
+)
+
+// readOnlyTools may be re-run safely when a session died with the call in
+// flight.
+var readOnlyTools = map[string]bool{
+	toolbox.ToolReadFile: true, toolbox.ToolListDir: true, toolbox.ToolGlob: true,
+	toolbox.ToolGrep: true, toolbox.OpPing: true,
+}
+
+// Tool runs one toolbox tool inside the sandbox and returns its response.
+// A tool that fails (bad arguments, unknown tool, non-zero exit) is a
+// Response with IsError set and a nil error; an error means the sandbox
+// itself failed (container stopped or removed, engine unreachable, protocol
+// broken).
+//
+// Calls go over one long-lived exec per sandbox (about a millisecond each);
+// concurrent calls share it. If that session dies, calls fall back to one
+// exec per call and a new session is opened later. Cancelling ctx asks the
+// toolbox to stop the call (a command's process group is killed).
+func (s *Sandbox) Tool(ctx context.Context, name string, args json.RawMessage) (toolbox.Response, error) {
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	if !json.Valid(args) {
+		// A bad argument is a result for the model, not a failure.
+		return toolbox.Response{Output: fmt.Sprintf("invalid arguments for %s: not valid JSON", name), IsError: true}, nil
+	}
+	if sess := s.session(ctx); sess != nil {
+		resp, sent, err := sess.call(ctx, name, args)
+		if err == nil || !errors.Is(err, errSessionLost) {
+			return resp, err
+		}
+		s.dropSession(sess)
+		if rerr := s.checkRunning(context.WithoutCancel(ctx)); rerr != nil {
+			return resp, rerr
+		}
+		if sent && !readOnlyTools[name] {
+			return resp, fmt.Errorf("%s in sandbox %s: the toolbox session ended during the call, so it may or may not have taken effect: %w", name, shortID(s.ID), err)
+		}
+	}
+	return s.callExec(ctx, name, args)
+}
+
+// callExec runs one request through `toolbox call`, one exec for the call.
+func (s *Sandbox) callExec(ctx context.Context, name string, args json.RawMessage) (toolbox.Response, error) {
+	var resp toolbox.Response
+	req, err := json.Marshal(toolbox.Request{ID: 1, Tool: name, Args: args})
+	if err != nil {
+		return resp, fmt.Errorf("encoding %s request: %w", name, err)
+	}
+	var out, errOut bytes.Buffer
+	res, err := s.Exec(ctx, ExecOptions{
+		Cmd:   []string{ToolboxPath, "call"},
+		Stdin: bytes.NewReader(append(req, '\n')), Stdout: &out, Stderr: &errOut,
+	})
+	if err != nil {
+		return resp, err
+	}
+	if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
+		if res.ExitCode != 0 {
+			// The toolbox itself died (it never fails a call with a
+			// non-zero exit): report the container's state if that is why.
+			if rerr := s.checkRunning(context.WithoutCancel(ctx)); rerr != nil {
+				return resp, rerr
+			}
+		}
+		return resp, fmt.Errorf("%s in sandbox %s: toolbox call exited %d without a response (stderr: %q): %w", name, shortID(s.ID), res.ExitCode, bytes.TrimSpace(errOut.Bytes()), err)
+	}
+	return resp, nil
+}
+
+// session returns a live session, opening one if needed; nil means "use
+// one exec per call" (closed sandbox, or a recent open failed).
+func (s *Sandbox) session(ctx context.Context) *session {
+	s.mu.Lock()
+	if s.sess != nil && s.sess.alive() {
+		sess := s.sess
+		s.mu.Unlock()
+		return sess
+	}
+	if s.closed || (s.opening == nil && time.Since(s.lastTry) < reopenBackoff) {
+		s.mu.Unlock()
+		return nil
+	}
+	ch := s.opening
+	if ch == nil {
+		ch = s.startOpenLocked()
+	}
+	s.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sess
+}
+
+// openAsync starts opening the session without waiting for it.
+func (s *Sandbox) openAsync() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.opening == nil && !s.closed {
+		s.startOpenLocked()
+	}
+}
+
+// startOpenLocked opens a session in the background; the returned channel
+// closes when the attempt ends. s.mu must be held.
+func (s *Sandbox) startOpenLocked() chan struct{} {
+	ch := make(chan struct{})
+	s.opening = ch
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), sessionOpenTimeout)
+		defer cancel()
+		sess, err := s.e.openSession(ctx, s.ID, s.User)
+		s.mu.Lock()
+		s.opening = nil
+		switch {
+		case err != nil:
+			s.lastTry = time.Now()
+		case s.closed:
+			sess.close()
+		default:
+			s.sess = sess
+		}
+		s.mu.Unlock()
+		close(ch)
+	}()
+	return ch
+}
+
+func (s *Sandbox) dropSession(sess *session) {
+	s.mu.Lock()
+	if s.sess == sess {
+		s.sess = nil
+		s.lastTry = time.Now()
+	}
+	s.mu.Unlock()
+	sess.close()
+}
