@@ -55,9 +55,9 @@ func newWireRequest(req Request, model string, stream bool) wireRequest {
 
 // wireToolCallDelta is one tool-call fragment in a streamed chunk.
 type wireToolCallDelta struct {
-	Index    *int    `json:"index"`
-	ID       string  `json:"id"`
-	Type     string  `json:"type"`
+	Index    *int   `json:"index"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
 	Function struct {
 		Name      rawText `json:"name"`
 		Arguments rawText `json:"arguments"`

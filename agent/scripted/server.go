@@ -580,4 +580,3 @@ func (s *Server) Close() error {
 	}
 	return err
 }
-
