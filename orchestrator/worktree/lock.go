@@ -1,0 +1,80 @@
+package worktree
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Lock takes a cross-process lock on the repository (an flock on a file
+// under lockDir named after the repository's common directory), waiting
+// until it is free or ctx ends. Creating branches and worktrees, committing,
+// merging and deleting branches of one repository happen under it, so two
+// tasks started at once never race on refs or the worktree list. The lock
+// goes away with the process (flock), so a killed agent never leaves it
+// held.
+func (r *Repo) Lock(ctx context.Context, lockDir string) (unlock func(), err error) {
+	sum := sha256.Sum256([]byte(r.CommonDir))
+	return LockFile(ctx, filepath.Join(lockDir, "repo-"+hex.EncodeToString(sum[:8])+".lock"))
+}
+
+// LockFile takes an exclusive flock on path (created if needed), waiting
+// until it is free or ctx ends.
+func LockFile(ctx context.Context, path string) (unlock func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("lock directory: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening lock %s: %w", path, err)
+	}
+	delay := 5 * time.Millisecond
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() {
+				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+				_ = f.Close()
+			}, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			_ = f.Close()
+			return nil, fmt.Errorf("locking %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, fmt.Errorf("waiting for lock %s: %w", path, ctx.Err())
+		case <-time.After(delay):
+		}
+		if delay < 100*time.Millisecond {
+			delay *= 2
+		}
+	}
+}
+
+// TryLockFile takes an exclusive flock on path if it is free. It returns
+// ok=false (and no error) when another process holds it.
+func TryLockFile(path string) (unlock func(), ok bool, err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, false, fmt.Errorf("opening lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("locking %s: %w", path, err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = f.Close()
+	}, true, nil
+}

@@ -1,0 +1,274 @@
+package worktree
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Errors a caller can tell apart; each message says how to fix it.
+var (
+	// ErrNotRepository: the directory is not inside a git checkout.
+	ErrNotRepository = errors.New("not a git repository")
+	// ErrNoCommits: the repository has no commit to branch from.
+	ErrNoCommits = errors.New("the repository has no commits yet")
+	// ErrUnknownRef: the base does not name a commit.
+	ErrUnknownRef = errors.New("unknown ref")
+	// ErrBranchExists: the task branch already exists.
+	ErrBranchExists = errors.New("branch already exists")
+)
+
+// Repo is the user's repository as host git sees it. Paths are absolute.
+type Repo struct {
+	// Root is the top of the user's checkout (its work tree).
+	Root string
+	// GitDir is the git directory of that checkout: the same as CommonDir
+	// for a main checkout, `<common>/worktrees/<name>` for a linked one.
+	GitDir string
+	// CommonDir is the repository's shared directory (objects, refs).
+	CommonDir string
+
+	g git
+}
+
+// Open finds the repository that contains dir. This is the only place where
+// git discovers a repository: dir is the user's own checkout (the same
+// discovery their shell does), and callers must never pass a task worktree
+// (Manager.Open refuses those).
+func Open(ctx context.Context, dir string) (*Repo, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("repository path %q: %w", dir, err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("repository %s: %w", abs, errors.Unwrap(err))
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("repository %s is not a directory", abs)
+	}
+	g := git{}
+	cmd := exec.CommandContext(ctx, g.path(), append(append([]string{}, hardening...),
+		"rev-parse", "--path-format=absolute", "--is-bare-repository", "--git-common-dir", "--absolute-git-dir", "--show-toplevel")...)
+	cmd.Dir = abs
+	cmd.Env = gitEnv("GIT_CEILING_DIRECTORIES=")
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			msg := strings.TrimSpace(string(ee.Stderr))
+			if strings.Contains(msg, "dubious ownership") {
+				return nil, fmt.Errorf("%s is owned by another user and git refuses to use it: %s", abs, msg)
+			}
+			if strings.Contains(msg, "not a git repository") {
+				return nil, fmt.Errorf("%s: %w (run the task inside a git checkout, pass --repo DIR, or create one with `git init` and a first commit)", abs, ErrNotRepository)
+			}
+			if strings.Contains(msg, "must be run in a work tree") {
+				return nil, fmt.Errorf("%s is a bare repository: tasks need a checkout (git clone it and run the task there)", abs)
+			}
+			return nil, fmt.Errorf("%s: %s", abs, msg)
+		}
+		return nil, fmt.Errorf("running git (is it installed?): %w", err)
+	}
+	f := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(f) < 3 || f[0] == "true" {
+		return nil, fmt.Errorf("%s is a bare repository: tasks need a checkout (git clone it and run the task there)", abs)
+	}
+	if len(f) != 4 {
+		return nil, fmt.Errorf("%s: unexpected output from git rev-parse: %q", abs, out)
+	}
+	r := &Repo{CommonDir: f[1], GitDir: f[2], Root: f[3], g: g}
+	if _, err := r.g.out(ctx, r.CommonDir, "", "rev-parse", "--verify", "-q", "HEAD^{commit}"); err != nil {
+		if out, _ := r.g.out(ctx, r.CommonDir, "", "rev-list", "-n1", "--all"); out == "" {
+			return nil, fmt.Errorf("%s: %w: make a first commit (git add . && git commit) before running a task", r.Root, ErrNoCommits)
+		}
+	}
+	return r, nil
+}
+
+// Base is what a task starts from.
+type Base struct {
+	// Ref is what the user asked for ("HEAD", "main", a commit id).
+	Ref string `json:"ref"`
+	// Branch is the branch name (without refs/heads/) the ref stands for,
+	// or "" when it is a commit, a tag or a detached HEAD: such a task can
+	// be reviewed and kept but has no branch to merge into.
+	Branch string `json:"branch,omitempty"`
+	// Commit is the full commit id.
+	Commit string `json:"commit"`
+}
+
+// validRev rejects revisions that git could take for an option or that
+// cannot be a ref expression at all.
+func validRev(ref string) error {
+	if ref == "" || strings.HasPrefix(ref, "-") || strings.ContainsAny(ref, "\x00\n\r") || len(ref) > 1024 {
+		return fmt.Errorf("%q: %w", ref, ErrUnknownRef)
+	}
+	return nil
+}
+
+// ResolveBase resolves ref ("" means HEAD) to a commit and, where it names
+// one, a branch.
+func (r *Repo) ResolveBase(ctx context.Context, ref string) (Base, error) {
+	if ref == "" {
+		ref = "HEAD"
+	}
+	if err := validRev(ref); err != nil {
+		return Base{}, err
+	}
+	commit, err := r.g.out(ctx, r.GitDir, "", "rev-parse", "--verify", "-q", ref+"^{commit}")
+	if err != nil || commit == "" {
+		return Base{}, fmt.Errorf("base %q: %w: it names no commit in %s (check `git branch -a` / `git log`, or omit --base to start from HEAD)", ref, ErrUnknownRef, r.Root)
+	}
+	b := Base{Ref: ref, Commit: commit}
+	full, err := r.g.out(ctx, r.GitDir, "", "rev-parse", "--symbolic-full-name", ref)
+	if err == nil && strings.HasPrefix(full, "refs/heads/") {
+		b.Branch = strings.TrimPrefix(full, "refs/heads/")
+	}
+	return b, nil
+}
+
+// BranchTip returns the commit a branch points to, or "" when it does not
+// exist.
+func (r *Repo) BranchTip(ctx context.Context, branch string) (string, error) {
+	if err := r.CheckBranchName(ctx, branch); err != nil {
+		return "", err
+	}
+	out, err := r.g.out(ctx, r.CommonDir, "", "rev-parse", "--verify", "-q", "refs/heads/"+branch+"^{commit}")
+	if err != nil {
+		if exitCode(err) == 1 {
+			return "", nil
+		}
+		return "", err
+	}
+	return out, nil
+}
+
+// CheckBranchName validates a branch name with git's own rules.
+func (r *Repo) CheckBranchName(ctx context.Context, branch string) error {
+	if branch == "" || strings.HasPrefix(branch, "-") {
+		return fmt.Errorf("invalid branch name %q", branch)
+	}
+	if _, err := r.g.out(ctx, r.CommonDir, "", "check-ref-format", "refs/heads/"+branch); err != nil {
+		return fmt.Errorf("invalid branch name %q", branch)
+	}
+	return nil
+}
+
+// Dirty lists the paths with uncommitted changes (staged, unstaged or
+// untracked, not ignored) in the user's checkout.
+func (r *Repo) Dirty(ctx context.Context) ([]string, error) {
+	return status(ctx, r.g, r.GitDir, r.Root)
+}
+
+func status(ctx context.Context, g git, gitDir, workTree string) ([]string, error) {
+	// Not g.out: porcelain lines start with a space that must survive.
+	out, err := g.run(ctx, invocation{gitDir: gitDir, workTree: workTree,
+		args: []string{"status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all", "--no-renames"}})
+	if err != nil {
+		return nil, fmt.Errorf("git status of %s: %w", workTree, err)
+	}
+	var paths []string
+	for _, e := range lines(string(out), 0) {
+		if len(e) > 3 {
+			paths = append(paths, e[3:])
+		}
+	}
+	return paths, nil
+}
+
+// Snapshot records the user's uncommitted changes (tracked and untracked,
+// not ignored) as a commit on top of base, without touching their index,
+// working tree or any ref: it uses a temporary index file.
+func (r *Repo) Snapshot(ctx context.Context, base Base, message string) (string, error) {
+	tmp, err := os.CreateTemp("", "agent-snapshot-index-*")
+	if err != nil {
+		return "", fmt.Errorf("snapshot: %w", err)
+	}
+	idx := tmp.Name()
+	_ = tmp.Close()
+	_ = os.Remove(idx) // git wants to create it
+	defer os.Remove(idx)
+	env := []string{"GIT_INDEX_FILE=" + idx}
+	steps := [][]string{
+		{"read-tree", base.Commit},
+		{"add", "-A"},
+	}
+	for _, s := range steps {
+		if _, err := r.g.run(ctx, invocation{gitDir: r.GitDir, workTree: r.Root, args: s, env: env}); err != nil {
+			return "", fmt.Errorf("snapshot of uncommitted changes: %w", err)
+		}
+	}
+	b, err := r.g.run(ctx, invocation{gitDir: r.GitDir, workTree: r.Root, args: []string{"write-tree"}, env: env})
+	if err != nil {
+		return "", fmt.Errorf("snapshot of uncommitted changes: %w", err)
+	}
+	tree := strings.TrimSpace(string(b))
+	return r.commitTree(ctx, tree, message, base.Commit)
+}
+
+// commitTree writes a commit object for tree with the given parents.
+func (r *Repo) commitTree(ctx context.Context, tree, message string, parents ...string) (string, error) {
+	args := []string{"commit-tree", tree}
+	for _, p := range parents {
+		args = append(args, "-p", p)
+	}
+	b, err := r.g.run(ctx, invocation{gitDir: r.CommonDir, args: args, stdin: strings.NewReader(message), env: r.identityEnv(ctx, false)})
+	if err != nil {
+		return "", fmt.Errorf("writing commit: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// Agent identity for commits the agent authored, and the fallback
+// committer when the user has configured none (git refuses to commit
+// without one).
+const (
+	AgentName  = "agent"
+	AgentEmail = "agent@localhost"
+)
+
+// identityEnv sets the author (the agent for its own work, else the user)
+// and a committer when the user's config has none.
+func (r *Repo) identityEnv(ctx context.Context, agentAuthor bool) []string {
+	var env []string
+	name, _ := r.g.out(ctx, r.CommonDir, "", "config", "user.name")
+	email, _ := r.g.out(ctx, r.CommonDir, "", "config", "user.email")
+	if name == "" || email == "" {
+		env = append(env, "GIT_COMMITTER_NAME="+AgentName, "GIT_COMMITTER_EMAIL="+AgentEmail)
+		if !agentAuthor {
+			env = append(env, "GIT_AUTHOR_NAME="+AgentName, "GIT_AUTHOR_EMAIL="+AgentEmail)
+		}
+	}
+	if agentAuthor {
+		env = append(env, "GIT_AUTHOR_NAME="+AgentName, "GIT_AUTHOR_EMAIL="+AgentEmail)
+	}
+	return env
+}
+
+// IsAncestor reports whether commit a is an ancestor of (or equal to) b.
+func (r *Repo) IsAncestor(ctx context.Context, a, b string) (bool, error) {
+	_, err := r.g.out(ctx, r.CommonDir, "", "merge-base", "--is-ancestor", a, b)
+	if err == nil {
+		return true, nil
+	}
+	if exitCode(err) == 1 {
+		return false, nil
+	}
+	return false, err
+}
+
+// CountCommits counts the commits reachable from to but not from from.
+func (r *Repo) CountCommits(ctx context.Context, from, to string) (int, error) {
+	out, err := r.g.out(ctx, r.CommonDir, "", "rev-list", "--count", from+".."+to)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	_, err = fmt.Sscanf(out, "%d", &n)
+	return n, err
+}

@@ -1,0 +1,194 @@
+package worktree
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Worktree is one task's checkout: its files live at Path (bind-mounted
+// into the sandbox), its git admin directory at GitDir inside the user's
+// repository, out of the sandbox's reach.
+type Worktree struct {
+	Path   string `json:"path"`
+	GitDir string `json:"git_dir"`
+	Branch string `json:"branch"`
+}
+
+// AddOptions say how to create a task worktree.
+type AddOptions struct {
+	// Path is the new worktree directory; it must not exist.
+	Path string
+	// Branch is the new branch (without refs/heads/).
+	Branch string
+	// Start is the commit the branch starts at.
+	Start string
+	// Reason is recorded in the worktree's lock file.
+	Reason string
+}
+
+// Add creates a branch at opts.Start and a worktree for it at opts.Path.
+//
+// The worktree is locked (so that `git worktree prune`, also run by the
+// user's `git gc`, never removes its admin directory) and its `.git` pointer
+// file is deleted: the sandbox that mounts the directory must neither learn
+// where the repository is nor be able to redirect host git by rewriting the
+// pointer. Host git reaches the worktree only through GitDir.
+func (r *Repo) Add(ctx context.Context, opts AddOptions) (*Worktree, error) {
+	if err := r.CheckBranchName(ctx, opts.Branch); err != nil {
+		return nil, err
+	}
+	tip, err := r.BranchTip(ctx, opts.Branch)
+	if err != nil {
+		return nil, err
+	}
+	if tip != "" {
+		return nil, fmt.Errorf("branch %s: %w", opts.Branch, ErrBranchExists)
+	}
+	if _, err := os.Lstat(opts.Path); err == nil {
+		return nil, fmt.Errorf("worktree directory %s already exists", opts.Path)
+	}
+	if err := os.MkdirAll(filepath.Dir(opts.Path), 0o755); err != nil {
+		return nil, fmt.Errorf("creating worktree parent: %w", err)
+	}
+	reason := opts.Reason
+	if reason == "" {
+		reason = "agent task"
+	}
+	if _, err := r.g.out(ctx, r.CommonDir, r.Root, "worktree", "add", "--quiet", "--lock", "--reason", reason,
+		"-b", opts.Branch, "--", opts.Path, opts.Start); err != nil {
+		_ = os.RemoveAll(opts.Path)
+		return nil, fmt.Errorf("creating worktree: %w", err)
+	}
+	w, err := r.adopt(opts.Path, opts.Branch)
+	if err != nil {
+		cctx := context.WithoutCancel(ctx)
+		_ = os.RemoveAll(opts.Path)
+		_, _ = r.g.out(cctx, r.CommonDir, "", "worktree", "prune")
+		_, _ = r.g.out(cctx, r.CommonDir, "", "branch", "-D", "--", opts.Branch)
+		return nil, err
+	}
+	return w, nil
+}
+
+// adopt reads the pointer file git just wrote (nothing else has had access
+// to the directory yet), checks that it points into this repository, and
+// deletes it.
+func (r *Repo) adopt(path, branch string) (*Worktree, error) {
+	dotgit := filepath.Join(path, ".git")
+	b, err := os.ReadFile(dotgit)
+	if err != nil {
+		return nil, fmt.Errorf("reading new worktree's .git: %w", err)
+	}
+	gitDir, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir: ")
+	if !ok || !r.ownsAdminDir(gitDir) {
+		return nil, fmt.Errorf("new worktree's .git points to %q, outside %s", gitDir, r.CommonDir)
+	}
+	if err := os.Remove(dotgit); err != nil {
+		return nil, fmt.Errorf("removing worktree's .git pointer: %w", err)
+	}
+	return &Worktree{Path: path, GitDir: gitDir, Branch: branch}, nil
+}
+
+// ownsAdminDir reports whether dir is a worktree admin directory of this
+// repository (`<common>/worktrees/<name>`).
+func (r *Repo) ownsAdminDir(dir string) bool {
+	return filepath.IsAbs(dir) && filepath.Dir(filepath.Clean(dir)) == filepath.Join(r.CommonDir, "worktrees")
+}
+
+// Attach returns the Worktree of a task from its recorded paths, checking
+// that the admin directory belongs to this repository.
+func (r *Repo) Attach(w Worktree) (*Worktree, error) {
+	if !r.ownsAdminDir(w.GitDir) {
+		return nil, fmt.Errorf("worktree admin directory %q is not inside %s", w.GitDir, r.CommonDir)
+	}
+	if _, err := os.Stat(filepath.Join(w.GitDir, "HEAD")); err != nil {
+		return nil, fmt.Errorf("worktree admin directory %s is gone (was the worktree removed with git?): %w", w.GitDir, err)
+	}
+	return &w, nil
+}
+
+// Exists reports whether the worktree directory is still there.
+func (w *Worktree) Exists() bool {
+	st, err := os.Lstat(w.Path)
+	return err == nil && st.IsDir()
+}
+
+// Changes lists uncommitted paths in the task worktree.
+func (r *Repo) Changes(ctx context.Context, w *Worktree) ([]string, error) {
+	return status(ctx, r.g, w.GitDir, w.Path)
+}
+
+// CommitAll stages every change in the worktree (what .gitignore excludes
+// stays out) and commits it on the task branch as the agent, with message.
+// It returns "" when there was nothing to commit.
+func (r *Repo) CommitAll(ctx context.Context, w *Worktree, message string) (string, error) {
+	if _, err := r.g.out(ctx, w.GitDir, w.Path, "add", "-A"); err != nil {
+		return "", fmt.Errorf("staging the task's changes: %w", err)
+	}
+	_, err := r.g.out(ctx, w.GitDir, w.Path, "diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv")
+	if err == nil {
+		return "", nil
+	}
+	if exitCode(err) != 1 {
+		return "", fmt.Errorf("checking staged changes: %w", err)
+	}
+	if _, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path,
+		args:  []string{"commit", "--quiet", "--no-verify", "--cleanup=whitespace", "-F", "-"},
+		stdin: strings.NewReader(message), env: r.identityEnv(ctx, true)}); err != nil {
+		return "", fmt.Errorf("committing the task's changes: %w", err)
+	}
+	return r.g.out(ctx, w.GitDir, "", "rev-parse", "--verify", "HEAD")
+}
+
+// Remove deletes the worktree directory and its admin directory. The
+// branch stays (see DeleteBranch).
+func (r *Repo) Remove(ctx context.Context, w *Worktree) error {
+	if err := removeAll(w.Path); err != nil {
+		return fmt.Errorf("removing worktree %s: %w", w.Path, err)
+	}
+	if r.ownsAdminDir(w.GitDir) {
+		if err := os.RemoveAll(w.GitDir); err != nil {
+			return fmt.Errorf("removing worktree admin directory %s: %w", w.GitDir, err)
+		}
+	}
+	return nil
+}
+
+// removeAll removes a tree the sandbox may have made unwritable (a
+// directory chmod 000 cannot be emptied by a non-root owner). It never
+// follows symlinks.
+func removeAll(path string) error {
+	if err := os.RemoveAll(path); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		if err != nil && d != nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(path)
+}
+
+// DeleteBranch deletes a branch, but only if it still points at tip (so a
+// commit made meanwhile is never lost silently).
+func (r *Repo) DeleteBranch(ctx context.Context, branch, tip string) error {
+	if err := r.CheckBranchName(ctx, branch); err != nil {
+		return err
+	}
+	args := []string{"update-ref", "-m", "agent: discard task branch", "-d", "refs/heads/" + branch}
+	if tip != "" {
+		args = append(args, tip)
+	}
+	if _, err := r.g.out(ctx, r.CommonDir, "", args...); err != nil {
+		return fmt.Errorf("deleting branch %s: %w", branch, err)
+	}
+	return nil
+}
