@@ -1,18 +1,463 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/localagent/agent/policy"
+	"github.com/localagent/agent/sandbox"
+	"github.com/localagent/agent/sandbox/toolbox"
 )
 
-// NewCmdSandbox builds `agent sandbox`.
+// NewCmdSandbox builds `agent sandbox`, the debug surface over hardened
+// workspace containers.
 func NewCmdSandbox(f *Factory) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "sandbox",
 		Short: "Create and use hardened workspace containers (debug surface)",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("agent sandbox: not implemented yet")
+		Long: `Create, use and remove the hardened containers tasks run in.
+
+A sandbox mounts one host directory at /workspace, has no network, no
+capabilities, a read-only root and resource limits, and runs every tool
+through the Docker exec API.`,
+	}
+	cmd.AddCommand(
+		NewCmdSandboxCreate(f, nil),
+		NewCmdSandboxExec(f, nil),
+		NewCmdSandboxTool(f, nil),
+		NewCmdSandboxList(f, nil),
+		NewCmdSandboxRemove(f, nil),
+	)
+	return cmd
+}
+
+// sandboxEngine connects to the engine through the factory's client and
+// checks that it can run sandboxes.
+func sandboxEngine(ctx context.Context, f *Factory) (*sandbox.Engine, error) {
+	c, err := f.Docker(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return sandbox.New(ctx, c)
+}
+
+// sandboxSpec turns the configuration into a sandbox spec for workspace.
+func sandboxSpec(cfg *Config, workspace string) (sandbox.Spec, error) {
+	limits, err := policy.LimitsFrom(cfg.Sandbox.Memory, cfg.Sandbox.CPUs, cfg.Sandbox.Pids, cfg.Sandbox.Tmpfs)
+	if err != nil {
+		return sandbox.Spec{}, fmt.Errorf("sandbox configuration: %w", err)
+	}
+	tb, err := sandbox.FindToolbox(cfg.Sandbox.Toolbox)
+	if err != nil {
+		return sandbox.Spec{}, err
+	}
+	return sandbox.Spec{
+		Workspace: workspace,
+		Image:     cfg.Sandbox.Image,
+		Toolbox:   tb,
+		Limits:    limits,
+		Runtime:   cfg.Sandbox.Runtime,
+	}, nil
+}
+
+// SandboxCreateOptions are the inputs of `agent sandbox create`.
+type SandboxCreateOptions struct {
+	IO        *IOStreams
+	Factory   *Factory
+	Workspace string
+	Labels    []string
+	JSON      bool
+}
+
+// NewCmdSandboxCreate builds `agent sandbox create`.
+func NewCmdSandboxCreate(f *Factory, runF func(context.Context, *SandboxCreateOptions) error) *cobra.Command {
+	opts := &SandboxCreateOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "create --workspace DIR [--image IMG] [--json]",
+		Short: "Create a sandbox for a directory and print its id",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Workspace == "" {
+				return UsageErrorf("--workspace DIR is required")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return sandboxCreateRun(cmd.Context(), opts)
 		},
 	}
+	fl := cmd.Flags()
+	fl.StringVarP(&opts.Workspace, "workspace", "w", "", "host directory to mount at /workspace")
+	fl.BoolVar(&opts.JSON, "json", false, "print a JSON object instead of the id")
+	fl.StringArrayVar(&opts.Labels, "label", nil, "extra container label KEY=VALUE (repeatable)")
+	fl.String("image", "", "sandbox image (config sandbox.image)")
+	fl.String("memory", "", "memory limit, e.g. 4g (config sandbox.memory)")
+	fl.Float64("cpus", 0, "CPU limit in cores (config sandbox.cpus)")
+	fl.Int64("pids", 0, "process limit (config sandbox.pids)")
+	fl.String("tmpfs", "", "size of /tmp and the home tmpfs (config sandbox.tmpfs)")
+	fl.String("runtime", "", "OCI runtime, e.g. runsc (config sandbox.runtime)")
+	fl.String("toolbox", "", "path of the agent-toolbox binary (config sandbox.toolbox)")
+	for _, k := range []string{"image", "memory", "cpus", "pids", "tmpfs", "runtime", "toolbox"} {
+		f.BindFlag("sandbox."+k, fl.Lookup(k))
+	}
+	return cmd
+}
+
+func sandboxCreateRun(ctx context.Context, opts *SandboxCreateOptions) error {
+	labels := map[string]string{}
+	for _, l := range opts.Labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return UsageErrorf("--label %q must be KEY=VALUE", l)
+		}
+		labels[k] = v
+	}
+	cfg, err := opts.Factory.Config()
+	if err != nil {
+		return err
+	}
+	// Check the directory before touching the engine: the most common
+	// mistake should get the clearest answer.
+	if fi, err := os.Stat(opts.Workspace); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("workspace %s does not exist: create it or pass an existing directory", opts.Workspace)
+		}
+		return fmt.Errorf("workspace %s: %w", opts.Workspace, err)
+	} else if !fi.IsDir() {
+		return fmt.Errorf("workspace %s is not a directory", opts.Workspace)
+	}
+	spec, err := sandboxSpec(cfg, opts.Workspace)
+	if err != nil {
+		return err
+	}
+	spec.Labels = labels
+	e, err := sandboxEngine(ctx, opts.Factory)
+	if err != nil {
+		return err
+	}
+	sb, err := e.Create(ctx, spec)
+	if err != nil {
+		return err
+	}
+	sb.Close()
+	if opts.JSON {
+		if sb.Notice != "" {
+			fmt.Fprintln(opts.IO.ErrOut, "agent: "+sb.Notice)
+		}
+		return writeJSON(opts.IO.Out, sb)
+	}
+	if sb.Notice != "" {
+		fmt.Fprintln(opts.IO.ErrOut, "agent: "+sb.Notice)
+	}
+	fmt.Fprintln(opts.IO.Out, sb.ID)
+	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// SandboxExecOptions are the inputs of `agent sandbox exec`.
+type SandboxExecOptions struct {
+	IO      *IOStreams
+	Factory *Factory
+	ID      string
+	Cmd     []string
+	User    string
+	Workdir string
+}
+
+// NewCmdSandboxExec builds `agent sandbox exec`.
+func NewCmdSandboxExec(f *Factory, runF func(context.Context, *SandboxExecOptions) error) *cobra.Command {
+	opts := &SandboxExecOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "exec ID -- CMD...",
+		Short: "Run a command in a sandbox, streaming its output; exits with its code",
+		Long: `Run a command in a sandbox through the Docker exec API. Standard input is
+forwarded; a terminal is allocated when agent runs on one. The exit code is
+the command's.`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dash := cmd.ArgsLenAtDash(); dash > 1 {
+				return UsageErrorf("exec takes one sandbox ID before --, got %q", args[:dash])
+			}
+			opts.ID, opts.Cmd = args[0], args[1:]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return sandboxExecRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.User, "user", "u", "", "uid[:gid] to run as (default: the sandbox user)")
+	cmd.Flags().StringVar(&opts.Workdir, "workdir", "", "working directory inside the sandbox (default /workspace)")
+	return cmd
+}
+
+func sandboxExecRun(ctx context.Context, opts *SandboxExecOptions) error {
+	e, err := sandboxEngine(ctx, opts.Factory)
+	if err != nil {
+		return err
+	}
+	sb, err := e.Get(ctx, opts.ID)
+	if err != nil {
+		return err
+	}
+	eo := sandbox.ExecOptions{
+		Cmd: opts.Cmd, User: opts.User, WorkingDir: opts.Workdir,
+		Stdin: opts.IO.In, Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut,
+	}
+	in, inFile := opts.IO.In.(*os.File)
+	if inFile && opts.IO.InTTY && opts.IO.OutTTY {
+		restore, resize, err := rawTerminal(ctx, in)
+		if err != nil {
+			return err
+		}
+		defer restore()
+		eo.TTY, eo.Resize = true, resize
+	}
+	res, err := sb.Exec(ctx, eo)
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return &ExitCodeError{Code: res.ExitCode}
+	}
+	return nil
+}
+
+// rawTerminal puts the terminal in raw mode and reports its size now and
+// on every SIGWINCH.
+func rawTerminal(ctx context.Context, in *os.File) (restore func(), sizes <-chan [2]uint, err error) {
+	fd := int(in.Fd())
+	state, err := term.MakeRaw(fd)
+	if err != nil {
+		return nil, nil, fmt.Errorf("terminal: %w", err)
+	}
+	ch := make(chan [2]uint, 1)
+	send := func() {
+		if w, h, err := term.GetSize(fd); err == nil {
+			select {
+			case ch <- [2]uint{uint(h), uint(w)}:
+			default:
+			}
+		}
+	}
+	send()
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-winch:
+				send()
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(winch)
+		close(done)
+		_ = term.Restore(fd, state)
+	}, ch, nil
+}
+
+// SandboxToolOptions are the inputs of `agent sandbox tool`.
+type SandboxToolOptions struct {
+	IO      *IOStreams
+	Factory *Factory
+	ID      string
+	Tool    string
+	Args    json.RawMessage
+}
+
+// toolCaller runs one named tool with the model's JSON arguments in a
+// sandbox. The agent's tool layer (argument validation against each tool's
+// schema, the same checks a model's call goes through) slots in here by
+// replacing callToolAsAgent; until then calls go straight to the toolbox,
+// which validates arguments itself.
+type toolCaller func(ctx context.Context, sb *sandbox.Sandbox, name string, args json.RawMessage) (toolbox.Response, error)
+
+var callToolAsAgent toolCaller = func(ctx context.Context, sb *sandbox.Sandbox, name string, args json.RawMessage) (toolbox.Response, error) {
+	return sb.Tool(ctx, name, args)
+}
+
+// NewCmdSandboxTool builds `agent sandbox tool`.
+func NewCmdSandboxTool(f *Factory, runF func(context.Context, *SandboxToolOptions) error) *cobra.Command {
+	opts := &SandboxToolOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "tool ID NAME [JSON_ARGS]",
+		Short: "Run one agent tool in a sandbox and print its result as JSON",
+		Long: `Run one agent tool (read_file, write_file, edit_file, multi_edit, list_dir,
+glob, grep, bash) in a sandbox exactly as the agent does, and print the
+result as a JSON object. Exits 1 when the tool reports an error.
+
+  agent sandbox tool 3f2a read_file '{"path":"README.md","limit":20}'
+  agent sandbox tool 3f2a bash '{"command":"go test ./...","timeout":300}'`,
+		Args: cobra.RangeArgs(2, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ID, opts.Tool = args[0], args[1]
+			opts.Args = json.RawMessage("{}")
+			if len(args) == 3 {
+				opts.Args = json.RawMessage(args[2])
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return sandboxToolRun(cmd.Context(), opts)
+		},
+	}
+	return cmd
+}
+
+func sandboxToolRun(ctx context.Context, opts *SandboxToolOptions) error {
+	e, err := sandboxEngine(ctx, opts.Factory)
+	if err != nil {
+		return err
+	}
+	sb, err := e.Get(ctx, opts.ID)
+	if err != nil {
+		return err
+	}
+	defer sb.Close()
+	resp, err := callToolAsAgent(ctx, sb, opts.Tool, opts.Args)
+	if err != nil {
+		return err
+	}
+	if err := writeJSON(opts.IO.Out, resp); err != nil {
+		return err
+	}
+	if resp.IsError {
+		fmt.Fprintf(opts.IO.ErrOut, "agent: %s failed: %s\n", opts.Tool, firstLine(resp.Output))
+		return &ExitCodeError{Code: ExitError}
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
+
+// SandboxListOptions are the inputs of `agent sandbox ls`.
+type SandboxListOptions struct {
+	IO      *IOStreams
+	Factory *Factory
+	JSON    bool
+}
+
+// NewCmdSandboxList builds `agent sandbox ls`.
+func NewCmdSandboxList(f *Factory, runF func(context.Context, *SandboxListOptions) error) *cobra.Command {
+	opts := &SandboxListOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List sandboxes",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return sandboxListRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"sandboxes": [...]} as JSON`)
+	return cmd
+}
+
+func sandboxListRun(ctx context.Context, opts *SandboxListOptions) error {
+	e, err := sandboxEngine(ctx, opts.Factory)
+	if err != nil {
+		return err
+	}
+	list, err := e.List(ctx, sandbox.ListOptions{})
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return writeJSON(opts.IO.Out, struct {
+			Sandboxes []*sandbox.Sandbox `json:"sandboxes"`
+		}{list})
+	}
+	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tIMAGE\tUSER\tCREATED\tWORKSPACE")
+	for _, sb := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", sb.ID[:12], sb.State, sb.Image, sb.User, age(sb.Created), sb.Workspace)
+	}
+	return tw.Flush()
+}
+
+func age(t time.Time) string {
+	d := time.Since(t).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return d.String() + " ago"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+// SandboxRemoveOptions are the inputs of `agent sandbox rm`.
+type SandboxRemoveOptions struct {
+	IO      *IOStreams
+	Factory *Factory
+	IDs     []string
+}
+
+// NewCmdSandboxRemove builds `agent sandbox rm`.
+func NewCmdSandboxRemove(f *Factory, runF func(context.Context, *SandboxRemoveOptions) error) *cobra.Command {
+	opts := &SandboxRemoveOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "rm ID...",
+		Short: "Kill and remove sandboxes (the workspace directory is kept)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.IDs = args
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return sandboxRemoveRun(cmd.Context(), opts)
+		},
+	}
+	return cmd
+}
+
+func sandboxRemoveRun(ctx context.Context, opts *SandboxRemoveOptions) error {
+	e, err := sandboxEngine(ctx, opts.Factory)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range opts.IDs {
+		sb, err := e.Get(ctx, id)
+		if err == nil {
+			err = sb.Remove(ctx)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fmt.Fprintln(opts.IO.Out, sb.ID)
+	}
+	return errors.Join(errs...)
 }
