@@ -1,0 +1,322 @@
+package store
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// State is where a task is in its life.
+type State string
+
+// Task states. Created -> Running -> Review -> Merged | Kept | Discarded;
+// Running -> Interrupted (the process died or was stopped) -> Running again
+// on resume; anything -> Failed on an infrastructure error (the worktree
+// and branch stay).
+const (
+	Created     State = "created"
+	Running     State = "running"
+	Interrupted State = "interrupted"
+	Review      State = "review"
+	Merged      State = "merged"
+	Kept        State = "kept"
+	Discarded   State = "discarded"
+	Failed      State = "failed"
+)
+
+// Final reports whether the task's worktree is gone for good (merged or
+// discarded).
+func (s State) Final() bool { return s == Merged || s == Discarded }
+
+// Tokens counts model tokens.
+type Tokens struct {
+	Prompt     int `json:"prompt"`
+	Completion int `json:"completion"`
+}
+
+// Timings of a task's steps, in milliseconds.
+type Timings struct {
+	Worktree int64 `json:"worktree_ms,omitempty"`
+	Sandbox  int64 `json:"sandbox_ms,omitempty"`
+	// Ready is from the start of the command to the first tool call being
+	// possible (worktree + sandbox + toolbox session).
+	Ready  int64 `json:"ready_ms,omitempty"`
+	Agent  int64 `json:"agent_ms,omitempty"`
+	Commit int64 `json:"commit_ms,omitempty"`
+}
+
+// Command is one shell command the agent ran.
+type Command struct {
+	Command    string `json:"command"`
+	ExitCode   *int   `json:"exit_code,omitempty"`
+	TimedOut   bool   `json:"timed_out,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// MaxCommands caps the commands kept in a record.
+const MaxCommands = 500
+
+// Task is the record of one task.
+type Task struct {
+	ID     string `json:"id"`
+	Prompt string `json:"prompt"`
+	State  State  `json:"state"`
+	// Error says why the task failed or was interrupted.
+	Error string `json:"error,omitempty"`
+
+	Repo       string `json:"repo"`         // the user's checkout
+	RepoGitDir string `json:"repo_git_dir"` // its common git directory
+	BaseRef    string `json:"base_ref"`
+	BaseBranch string `json:"base_branch,omitempty"` // "" when the base is not a branch
+	BaseCommit string `json:"base_commit"`
+	// StartCommit is where the branch started: BaseCommit, or a snapshot of
+	// the user's uncommitted changes on top of it.
+	StartCommit string `json:"start_commit"`
+	Branch      string `json:"branch"`
+	Worktree    string `json:"worktree"`
+	WorktreeGit string `json:"worktree_git_dir"`
+
+	SandboxID string `json:"sandbox_id,omitempty"`
+	Image     string `json:"image,omitempty"`
+	Session   string `json:"session,omitempty"` // transcript (JSONL)
+	Events    string `json:"events,omitempty"`  // event log (JSONL)
+	LLM       string `json:"llm,omitempty"`     // endpoint URL or script:FILE
+	Model     string `json:"model,omitempty"`
+	PID       int    `json:"pid,omitempty"`
+
+	Created  time.Time `json:"created"`
+	Updated  time.Time `json:"updated"`
+	Started  time.Time `json:"started,omitzero"`
+	Finished time.Time `json:"finished,omitzero"`
+	Timings  Timings   `json:"timings"`
+	Tokens   Tokens    `json:"tokens"`
+
+	// Result is the agent's final answer.
+	Result   string    `json:"result,omitempty"`
+	Commits  []string  `json:"commits,omitempty"`
+	Commands []Command `json:"commands,omitempty"`
+
+	Decision    string `json:"decision,omitempty"` // merge, squash, keep, discard
+	MergeCommit string `json:"merge_commit,omitempty"`
+}
+
+// ErrNotFound: no task has that id.
+var ErrNotFound = errors.New("no such task")
+
+// Store keeps task records in a directory.
+type Store struct {
+	dir string
+}
+
+// Open returns the store in dir, creating it.
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("task store %s: %w", dir, err)
+	}
+	return &Store{dir: dir}, nil
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+func (s *Store) path(id string) string { return filepath.Join(s.dir, id+".json") }
+
+// NewID returns a fresh short task id (6 hex digits) not used by any
+// record.
+func (s *Store) NewID() (string, error) {
+	for range 100 {
+		var b [3]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		id := hex.EncodeToString(b[:])
+		f, err := os.OpenFile(s.path(id), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("reserving task id: %w", err)
+		}
+		// An empty placeholder reserves the id until the first Save.
+		_ = f.Close()
+		return id, nil
+	}
+	return "", errors.New("could not find a free task id")
+}
+
+// Save writes t atomically and sets t.Updated.
+func (s *Store) Save(t *Task) error {
+	if !validID(t.ID) {
+		return fmt.Errorf("invalid task id %q", t.ID)
+	}
+	t.Updated = time.Now().UTC()
+	b, err := json.MarshalIndent(t, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding task %s: %w", t.ID, err)
+	}
+	tmp, err := os.CreateTemp(s.dir, "."+t.ID+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("saving task %s: %w", t.ID, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("saving task %s: %w", t.ID, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("saving task %s: %w", t.ID, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("saving task %s: %w", t.ID, err)
+	}
+	if err := os.Rename(tmp.Name(), s.path(t.ID)); err != nil {
+		return fmt.Errorf("saving task %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// Load reads the record of id.
+func (s *Store) Load(id string) (*Task, error) {
+	if !validID(id) {
+		return nil, fmt.Errorf("task %q: %w", id, ErrNotFound)
+	}
+	b, err := os.ReadFile(s.path(id))
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(b) == 0) {
+		return nil, fmt.Errorf("task %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading task %s: %w", id, err)
+	}
+	var t Task
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, fmt.Errorf("task record %s is corrupt: %w", s.path(id), err)
+	}
+	return &t, nil
+}
+
+// Delete removes the record of id (and its reservation placeholder). Only
+// for tasks that never got a worktree.
+func (s *Store) Delete(id string) error {
+	if !validID(id) {
+		return fmt.Errorf("invalid task id %q", id)
+	}
+	if err := os.Remove(s.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	_ = os.Remove(s.lockPath(id))
+	return nil
+}
+
+// List returns every task, newest first. Unreadable records are skipped.
+func (s *Store) List() ([]*Task, error) {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("listing tasks: %w", err)
+	}
+	var ts []*Task
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || !validID(id) {
+			continue
+		}
+		t, err := s.Load(id)
+		if err != nil {
+			continue
+		}
+		ts = append(ts, t)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Created.After(ts[j].Created) })
+	return ts, nil
+}
+
+// Resolve finds the task named by ref: a full id, a unique id prefix, or
+// the task's branch name.
+func (s *Store) Resolve(ref string) (*Task, error) {
+	ref = strings.TrimSpace(ref)
+	if ref == "" {
+		return nil, fmt.Errorf("empty task id: %w", ErrNotFound)
+	}
+	if validID(ref) {
+		if t, err := s.Load(ref); err == nil {
+			return t, nil
+		}
+	}
+	ts, err := s.List()
+	if err != nil {
+		return nil, err
+	}
+	var match []*Task
+	for _, t := range ts {
+		if strings.HasPrefix(t.ID, ref) || t.Branch == ref {
+			match = append(match, t)
+		}
+	}
+	switch len(match) {
+	case 0:
+		return nil, fmt.Errorf("task %q: %w (list tasks with `agent tasks`)", ref, ErrNotFound)
+	case 1:
+		return match[0], nil
+	}
+	ids := make([]string, len(match))
+	for i, t := range match {
+		ids[i] = t.ID
+	}
+	return nil, fmt.Errorf("task id %q is ambiguous: it matches %s; give more characters", ref, strings.Join(ids, ", "))
+}
+
+func validID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z') {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Store) lockPath(id string) string { return filepath.Join(s.dir, id+".lock") }
+
+// Claim marks the calling process as the one running task id, for as long
+// as it lives or until release is called. It fails when another live
+// process holds the task.
+func (s *Store) Claim(id string) (release func(), err error) {
+	if !validID(id) {
+		return nil, fmt.Errorf("invalid task id %q", id)
+	}
+	f, err := os.OpenFile(s.lockPath(id), os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("claiming task %s: %w", id, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("task %s is being run by another agent process", id)
+		}
+		return nil, fmt.Errorf("claiming task %s: %w", id, err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = f.Close()
+	}, nil
+}
+
+// Alive reports whether a live process holds task id's claim.
+func (s *Store) Alive(id string) bool {
+	release, err := s.Claim(id)
+	if err != nil {
+		return true
+	}
+	release()
+	return false
+}
