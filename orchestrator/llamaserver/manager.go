@@ -1,0 +1,424 @@
+package llamaserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/agent/llm"
+)
+
+// Manager starts, inspects and removes managed llama-server containers.
+type Manager struct {
+	eng  engine
+	sink event.Sink
+
+	// Poll is how often /health and the container are checked while the
+	// server loads (default 200 ms).
+	Poll time.Duration
+	// hostDevDir is where device nodes are looked up ("/dev"); tests
+	// point it at a fake tree.
+	hostDevDir string
+}
+
+// New returns a Manager over the engine client c (a *client.Client with
+// API version negotiation). Progress and warnings go to sink (nil: none).
+func New(c engine, sink event.Sink) *Manager {
+	if sink == nil {
+		sink = event.Discard
+	}
+	return &Manager{eng: c, sink: sink, Poll: 200 * time.Millisecond, hostDevDir: "/dev"}
+}
+
+// Result is what Up did.
+type Result struct {
+	Status
+	// Reused is set when a running server with the same settings was kept.
+	Reused bool `json:"reused"`
+	// Replaced is set when a server with other settings was removed first.
+	Replaced bool `json:"replaced"`
+	// Warnings about the model or the settings.
+	Warnings []string `json:"warnings,omitempty"`
+	// LoadTime is how long the server took to become ready.
+	LoadTime time.Duration `json:"load_time_ns"`
+}
+
+// Up makes a server with the settings o run and answer /health. A running
+// server with the same settings is reused; one with other settings is
+// replaced. On any failure the container Up created is removed again, so
+// a failed Up leaves nothing behind.
+func (m *Manager) Up(ctx context.Context, o Options) (*Result, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(o.Model)
+	if err != nil {
+		return nil, fmt.Errorf("model path %s: %w", o.Model, err)
+	}
+	o.Model = abs
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = DefaultStartTimeout
+	}
+	mc, err := CheckModel(o.Model, o.Ctx, o.Parallel)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Warnings: mc.Warnings}
+	for _, w := range mc.Warnings {
+		m.emit(event.Notice, "warning: "+w)
+	}
+
+	img, err := m.imageFacts(ctx, o.Image)
+	if err != nil {
+		return nil, err
+	}
+	host, err := m.hostFacts(o)
+	if err != nil {
+		return nil, err
+	}
+	name := Name(o.Instance)
+	hash := SettingsHash(o, img, host)
+
+	existing, err := m.eng.ContainerInspect(ctx, name)
+	switch {
+	case err == nil:
+		st := existing.State
+		if existing.Config != nil && existing.Config.Labels[LabelSettings] == hash && st != nil && st.Running && !st.Restarting {
+			m.emit(event.Progress, fmt.Sprintf("reusing %s (same settings)", name))
+			if err := m.waitReady(ctx, o, existing.ID, existing.RestartCount, false); err != nil {
+				return nil, err
+			}
+			s, err := m.Status(ctx, o.Instance)
+			if err != nil {
+				return nil, err
+			}
+			res.Status, res.Reused = *s, true
+			return res, nil
+		}
+		if existing.Config == nil || existing.Config.Labels[LabelKind] != KindLLM {
+			return nil, fmt.Errorf("a container named %s exists but was not created by agent: remove or rename it (`docker rm -f %s`)", name, name)
+		}
+		m.emit(event.Progress, fmt.Sprintf("replacing %s (settings changed)", name))
+		if err := m.remove(ctx, existing.ID); err != nil {
+			return nil, err
+		}
+		res.Replaced = true
+	case cerrdefs.IsNotFound(err):
+	default:
+		return nil, fmt.Errorf("inspecting %s: %w", name, err)
+	}
+
+	if m.local() {
+		if err := portFree(o.Port); err != nil {
+			return nil, err
+		}
+	}
+
+	cfg, hc := Spec(o, img, host)
+	created, err := m.eng.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+	if err != nil {
+		if cerrdefs.IsConflict(err) {
+			return nil, fmt.Errorf("another `agent llm up` is creating %s right now: wait for it, then run `agent llm status`: %w", name, err)
+		}
+		return nil, fmt.Errorf("creating %s: %w", name, err)
+	}
+	started := time.Now()
+	m.emit(event.Progress, fmt.Sprintf("starting %s (%s, %s, gpus %s)", name, filepath.Base(o.Model), o.Image, o.GPUs))
+	if err := m.eng.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		m.cleanup(ctx, created.ID)
+		return nil, newStartError("the engine could not start llama-server", err, "")
+	}
+	if err := m.waitReady(ctx, o, created.ID, 0, true); err != nil {
+		return nil, err
+	}
+	res.LoadTime = time.Since(started)
+	s, err := m.Status(ctx, o.Instance)
+	if err != nil {
+		return nil, err
+	}
+	res.Status = *s
+	return res, nil
+}
+
+// waitReady polls /health until it answers 200. It fails when the
+// container stops or restarts (llama-server exited: the restart policy
+// would loop), when StartTimeout passes, or when ctx ends; if removeOnFail
+// is set the container is then removed.
+func (m *Manager) waitReady(ctx context.Context, o Options, id string, restarts int, removeOnFail bool) error {
+	c, err := llm.NewHTTP(llm.Options{BaseURL: URL(o.Port), MaxRetries: -1})
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	deadline := time.NewTimer(o.StartTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(m.Poll)
+	defer tick.Stop()
+	lastReport := time.Time{}
+	fail := func(what string, cause error) error {
+		tail := m.logTail(ctx, id, 30)
+		if removeOnFail {
+			m.cleanup(ctx, id)
+		}
+		return newStartError(what, cause, tail)
+	}
+	for {
+		insp, err := m.eng.ContainerInspect(ctx, id)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return fail("llama-server's container went away while loading", err)
+		}
+		if st := insp.State; st != nil && (!st.Running || st.Restarting || insp.RestartCount > restarts) {
+			what := fmt.Sprintf("llama-server exited with code %d while loading the model", st.ExitCode)
+			if st.OOMKilled {
+				what += " (OOM-killed)"
+			}
+			return fail(what, nil)
+		}
+		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		h, herr := c.Health(hctx)
+		cancel()
+		if herr == nil && h.Ready {
+			m.emit(event.Progress, fmt.Sprintf("llama-server is ready (%s)", time.Since(start).Round(10*time.Millisecond)))
+			return nil
+		}
+		if time.Since(lastReport) >= time.Second {
+			lastReport = time.Now()
+			phase := "waiting for llama-server to listen"
+			if herr == nil && h.Loading {
+				phase = "loading model " + filepath.Base(o.Model)
+			}
+			m.sink.Emit(event.Event{Time: time.Now(), Kind: event.Progress, Text: phase, State: "loading", Duration: time.Since(start)})
+		}
+		select {
+		case <-ctx.Done():
+		case <-deadline.C:
+			return fail(fmt.Sprintf("llama-server did not become ready within %s", o.StartTimeout),
+				errors.New("still loading: a big model from a slow disk can take longer; raise llm.start_timeout (AGENT_LLM_START_TIMEOUT)"))
+		case <-tick.C:
+			continue
+		}
+		break
+	}
+	if removeOnFail {
+		m.cleanup(ctx, id)
+	}
+	return fmt.Errorf("waiting for llama-server: %w", ctx.Err())
+}
+
+// cleanup removes a container even when ctx was cancelled (Ctrl-C during
+// a load must not leave a half-started server behind).
+func (m *Manager) cleanup(ctx context.Context, id string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_ = m.remove(cctx, id)
+}
+
+func (m *Manager) remove(ctx context.Context, id string) error {
+	err := m.eng.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("removing llama-server container %s: %w", id, err)
+	}
+	return nil
+}
+
+// Down removes the server's container. It reports whether one existed.
+func (m *Manager) Down(ctx context.Context, instance string) (bool, error) {
+	name := Name(instance)
+	insp, err := m.eng.ContainerInspect(ctx, name)
+	if cerrdefs.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("inspecting %s: %w", name, err)
+	}
+	if insp.Config == nil || insp.Config.Labels[LabelKind] != KindLLM {
+		return false, fmt.Errorf("the container named %s was not created by agent; not removing it", name)
+	}
+	return true, m.remove(ctx, insp.ID)
+}
+
+// LogsOptions select what Logs prints.
+type LogsOptions struct {
+	Follow bool
+	// Tail is the number of lines from the end ("" or "all": everything).
+	Tail string
+}
+
+// Logs copies the server's log to stdout and stderr (llama-server logs to
+// stderr). With Follow it returns when ctx ends or the container stops.
+func (m *Manager) Logs(ctx context.Context, instance string, o LogsOptions, stdout, stderr io.Writer) error {
+	name := Name(instance)
+	rc, err := m.eng.ContainerLogs(ctx, name, container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: o.Follow, Tail: o.Tail})
+	if cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("no llama-server is running (no container %s): start one with `agent llm up --model FILE`", name)
+	}
+	if err != nil {
+		return fmt.Errorf("reading the log of %s: %w", name, err)
+	}
+	defer rc.Close()
+	if _, err := stdcopy.StdCopy(stdout, stderr, rc); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("reading the log of %s: %w", name, err)
+	}
+	return nil
+}
+
+func (m *Manager) logTail(ctx context.Context, id string, n int) string {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	rc, err := m.eng.ContainerLogs(lctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: fmt.Sprint(n)})
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	_, _ = stdcopy.StdCopy(&buf, &buf, io.LimitReader(rc, 256<<10))
+	return buf.String()
+}
+
+func (m *Manager) emit(k event.Kind, text string) {
+	m.sink.Emit(event.Event{Time: time.Now(), Kind: k, Text: text})
+}
+
+// local reports whether the engine runs on this machine, so that host
+// checks (ports, device nodes) describe what the container will see.
+func (m *Manager) local() bool {
+	h := m.eng.DaemonHost()
+	return strings.HasPrefix(h, "unix://") || strings.HasPrefix(h, "npipe://")
+}
+
+func (m *Manager) imageFacts(ctx context.Context, ref string) (ImageFacts, error) {
+	ii, err := m.eng.ImageInspect(ctx, ref)
+	if cerrdefs.IsNotFound(err) {
+		return ImageFacts{}, fmt.Errorf("image %s is not present: build it with `agent images build llama-server`, or load a GPU build with `agent images load -i FILE` and pass it with --image (images are never pulled)", ref)
+	}
+	if err != nil {
+		return ImageFacts{}, fmt.Errorf("inspecting image %s: %w", ref, err)
+	}
+	f := ImageFacts{ID: ii.ID}
+	if ii.Config != nil && len(ii.Config.Entrypoint) > 0 {
+		f.HasEntrypoint = true
+	}
+	return f, nil
+}
+
+var nvidiaNode = regexp.MustCompile(`^nvidia([0-9]+)$`)
+
+// hostFacts decides the user the server runs as and checks the requested
+// devices exist (when the engine is local: a remote engine's devices are
+// not ours to see).
+func (m *Manager) hostFacts(o Options) (HostFacts, error) {
+	h := HostFacts{UID: os.Getuid(), GID: os.Getgid()}
+	if h.UID == 0 {
+		h.UID, h.GID = rootRunAs(o.Model)
+	}
+	if !m.local() {
+		return h, nil
+	}
+	switch o.GPUs.Mode {
+	case GPUNvidia:
+		if o.GPUs.All {
+			break // the engine's answer ("could not select device driver") is clearer than ours
+		}
+		have := m.nvidiaIndexes()
+		for _, id := range o.GPUs.IDs {
+			if strings.HasPrefix(id, "GPU-") || strings.HasPrefix(id, "MIG-") {
+				continue // UUIDs: only the driver knows them
+			}
+			if !slices.Contains(have, id) {
+				if len(have) == 0 {
+					return h, fmt.Errorf("--gpus %s: GPU %s not found: this machine shows no NVIDIA GPU (no %s/nvidia0 ...): use --gpus none to run on the CPU", o.GPUs, id, m.hostDevDir)
+				}
+				return h, fmt.Errorf("--gpus %s: GPU %s not found: this machine has NVIDIA GPUs %s (see `nvidia-smi -L`)", o.GPUs, id, strings.Join(have, ","))
+			}
+		}
+	case GPUAMD:
+		nodes, gids := m.amdNodes()
+		if len(nodes) == 0 {
+			return h, fmt.Errorf("--gpus amd: no %s/dri or %s/kfd device nodes on this machine: install the GPU driver, or use --gpus none", m.hostDevDir, m.hostDevDir)
+		}
+		h.AMDDevices, h.DeviceGIDs = nodes, gids
+	}
+	return h, nil
+}
+
+func (m *Manager) nvidiaIndexes() []string {
+	entries, _ := os.ReadDir(m.hostDevDir)
+	var out []string
+	for _, e := range entries {
+		if sm := nvidiaNode.FindStringSubmatch(e.Name()); sm != nil {
+			out = append(out, sm[1])
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// amdNodes lists /dev/kfd and /dev/dri (as the container should see them)
+// and the groups owning the nodes, which the server must join: the nodes
+// are usually mode 0660 root:render / root:video.
+func (m *Manager) amdNodes() (nodes []string, gids []int) {
+	add := func(p string) {
+		if _, err := os.Stat(p); err == nil {
+			nodes = append(nodes, filepath.Join("/dev", strings.TrimPrefix(p, m.hostDevDir)))
+		}
+	}
+	add(filepath.Join(m.hostDevDir, "kfd"))
+	add(filepath.Join(m.hostDevDir, "dri"))
+	for _, p := range append([]string{filepath.Join(m.hostDevDir, "kfd")}, globs(filepath.Join(m.hostDevDir, "dri", "*"))...) {
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) == nil && st.Gid != 0 && !slices.Contains(gids, int(st.Gid)) {
+			gids = append(gids, int(st.Gid))
+		}
+	}
+	return nodes, gids
+}
+
+func globs(p string) []string { m, _ := filepath.Glob(p); return m }
+
+// rootRunAs picks the user for a server started by root: never root when
+// avoidable (cap-drop ALL already removes root's power, this removes its
+// file ownership too). The model's owner can read it; a world-readable
+// model owned by root is read as nobody.
+func rootRunAs(model string) (uid, gid int) {
+	var st syscall.Stat_t
+	if syscall.Stat(model, &st) != nil {
+		return 65534, 65534
+	}
+	if st.Uid != 0 {
+		return int(st.Uid), int(st.Gid)
+	}
+	if st.Mode&0o004 != 0 {
+		return 65534, 65534
+	}
+	return 0, 0
+}
+
+// portFree fails when something already listens on 127.0.0.1:port.
+func portFree(port int) error {
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("port %d on 127.0.0.1 is already in use: stop what listens there or pick another port with --port", port)
+		}
+		return fmt.Errorf("checking port %d: %w", port, err)
+	}
+	return l.Close()
+}

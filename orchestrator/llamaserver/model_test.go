@@ -1,0 +1,86 @@
+package llamaserver
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/localagent/agent/orchestrator/gguf/gguftest"
+)
+
+func TestCheckModel(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "tiny.gguf")
+	if err := gguftest.WriteLlama(model, gguftest.Options{ContextLength: 16384}); err != nil {
+		t.Fatal(err)
+	}
+	mc, err := CheckModel(model, 16384, 2)
+	if err != nil || len(mc.Warnings) != 0 || mc.Header.Architecture != "llama" {
+		t.Fatalf("good model: %+v, %v", mc, err)
+	}
+	mc, err = CheckModel(model, 32768, 8)
+	if err != nil || len(mc.Warnings) != 2 {
+		t.Fatalf("want two warnings, got %+v, %v", mc, err)
+	}
+	if !strings.Contains(mc.Warnings[0], "exceeds the context the model was trained with (16384)") ||
+		!strings.Contains(mc.Warnings[1], "each of the 8 slots gets 4096 tokens") {
+		t.Errorf("warnings = %q", mc.Warnings)
+	}
+
+	text := filepath.Join(dir, "notes.gguf")
+	_ = os.WriteFile(text, []byte("hello\n"), 0o644)
+	data, _ := os.ReadFile(model)
+	trunc := filepath.Join(dir, "trunc.gguf")
+	_ = os.WriteFile(trunc, data[:1000], 0o644)
+	for path, want := range map[string]string{
+		filepath.Join(dir, "missing.gguf"): "does not exist",
+		text:                               "not a GGUF model file",
+		trunc:                              "probably incomplete",
+		dir:                                "is a directory",
+	} {
+		if _, err := CheckModel(path, 8192, 1); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckModel(%s) = %v, want %q", filepath.Base(path), err, want)
+		}
+	}
+}
+
+type localHost struct{ engine }
+
+func (localHost) DaemonHost() string { return "unix:///var/run/docker.sock" }
+
+func TestHostFactsDevices(t *testing.T) {
+	dev := t.TempDir()
+	m := &Manager{eng: localHost{}, hostDevDir: dev}
+	model := filepath.Join(t.TempDir(), "m.gguf")
+
+	o := testOptions("3")
+	o.Model = model
+	if _, err := m.hostFacts(o); err == nil || !strings.Contains(err.Error(), "no NVIDIA GPU") {
+		t.Errorf("no gpus: err = %v", err)
+	}
+	for _, n := range []string{"nvidia0", "nvidia1", "nvidiactl"} {
+		_ = os.WriteFile(filepath.Join(dev, n), nil, 0o644)
+	}
+	if _, err := m.hostFacts(o); err == nil || !strings.Contains(err.Error(), "has NVIDIA GPUs 0,1") {
+		t.Errorf("gpu 3 of 0,1: err = %v", err)
+	}
+	o = testOptions("1,0")
+	if _, err := m.hostFacts(o); err != nil {
+		t.Errorf("gpus 1,0: %v", err)
+	}
+	o = testOptions("GPU-0123abcd")
+	if _, err := m.hostFacts(o); err != nil {
+		t.Errorf("uuid: %v", err)
+	}
+
+	o = testOptions("amd")
+	if _, err := m.hostFacts(o); err == nil || !strings.Contains(err.Error(), "no ") {
+		t.Errorf("amd without nodes: err = %v", err)
+	}
+	_ = os.Mkdir(filepath.Join(dev, "dri"), 0o755)
+	h, err := m.hostFacts(o)
+	if err != nil || len(h.AMDDevices) != 1 || h.AMDDevices[0] != "/dev/dri" {
+		t.Errorf("amd with /dev/dri: %+v, %v", h, err)
+	}
+}
