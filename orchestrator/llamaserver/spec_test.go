@@ -199,7 +199,7 @@ func TestValidate(t *testing.T) {
 
 func TestDiagnose(t *testing.T) {
 	for text, want := range map[string]string{
-		`Error response from daemon: could not select device driver "nvidia" with capabilities: [[gpu]]`: "no GPU runtime",
+		`Error response from daemon: could not select device driver "nvidia" with capabilities: [[gpu]]`:  "no GPU runtime",
 		"nvidia-container-cli: device error: 7: unknown device: unknown":                                  "does not exist",
 		"Bind for 127.0.0.1:8080 failed: port is already allocated":                                       "port",
 		"llama_model_load: error loading model: failed to open /models/x.gguf: No such file or directory": "model could not be loaded",
