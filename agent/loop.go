@@ -1,0 +1,510 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/agent/llm"
+)
+
+// Messages the loop adds to the conversation. They are written for small
+// models: say what went wrong and what to do instead.
+const (
+	nudgeNative = "Your last reply described an action but did not call a tool, so nothing happened. " +
+		"If you want to act, call the tool now using the function-calling interface. " +
+		"If the task is done, reply with your final summary and no tool call."
+	nudgeText = "Your last reply described an action but contained no <tool_call> block, so nothing happened. " +
+		"If you want to act, write the call now as <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>. " +
+		"If the task is done, reply with your final summary and no tool call."
+	continuePrompt = "Your reply was cut off inside a tool call. Continue exactly where it stopped, " +
+		"without repeating what you already wrote."
+	redirectPrompt = "The call %s has now failed 3 times with the same arguments. Do not send it again. " +
+		"Read the error message, check your assumptions (does the file exist? is the text exactly as in the file?), " +
+		"and try a different approach."
+	notRunResult     = "not run: %s"
+	interruptedCall  = "error: this call was interrupted before it finished (the agent stopped). Check its effects before repeating it."
+	summaryArgsLimit = 2 << 10
+)
+
+// start prepares the conversation once: session-start hooks, project
+// instructions and the system prompt, all read through the workspace.
+func (a *Agent) start(ctx context.Context) error {
+	if a.started {
+		return nil
+	}
+	if len(a.opts.Hooks.SessionStart) > 0 {
+		out, err := a.runner.sessionStart(ctx)
+		if err != nil {
+			return err
+		}
+		a.hookOut = out
+	}
+	name, text, err := readInstructions(ctx, a.opts.Workspace)
+	if err != nil {
+		return fmt.Errorf("agent: project instructions: %w", err)
+	}
+	a.projFile, a.projInstr = name, text
+	sys := llm.Message{Role: llm.RoleSystem, Content: a.systemPrompt()}
+	resumed := len(a.history) > 0
+	a.history = append([]llm.Message{sys}, a.history...)
+	if err := a.appendTranscript(sys); err != nil {
+		return err
+	}
+	if resumed {
+		if err := a.repairDangling(); err != nil {
+			return err
+		}
+		a.emit(event.Event{Kind: event.Notice, Text: fmt.Sprintf("resumed session %s (%d messages)", a.header.ID, len(a.history)-1)})
+	}
+	a.started = true
+	return nil
+}
+
+// repairDangling answers tool calls that have no result (the run stopped
+// while they ran): every assistant tool call must be followed by its tool
+// message, or servers reject the conversation. The calls are not run again:
+// they may have had effects.
+func (a *Agent) repairDangling() error {
+	var fixed []llm.Message
+	for i := 0; i < len(a.history); i++ {
+		m := a.history[i]
+		fixed = append(fixed, m)
+		if m.Role != llm.RoleAssistant || len(m.ToolCalls) == 0 {
+			continue
+		}
+		answered := map[string]bool{}
+		j := i + 1
+		for ; j < len(a.history) && a.history[j].Role == llm.RoleTool; j++ {
+			answered[a.history[j].ToolCallID] = true
+			fixed = append(fixed, a.history[j])
+		}
+		for _, c := range m.ToolCalls {
+			if answered[c.ID] {
+				continue
+			}
+			tm := llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Name: c.Function.Name, Content: interruptedCall}
+			fixed = append(fixed, tm)
+			if err := a.appendTranscript(tm); err != nil {
+				return err
+			}
+		}
+		i = j - 1
+	}
+	a.history = fixed
+	return nil
+}
+
+func (a *Agent) run(ctx context.Context, prompt string, res *Result) error {
+	if err := a.start(ctx); err != nil {
+		return err
+	}
+	if prompt != "" {
+		if err := a.record(llm.Message{Role: llm.RoleUser, Content: prompt}); err != nil {
+			return err
+		}
+	} else if last := a.history[len(a.history)-1]; last.Role == llm.RoleSystem ||
+		(last.Role == llm.RoleAssistant && len(last.ToolCalls) == 0) {
+		// Nothing is waiting for an answer.
+		res.StopReason = StopDone
+		res.Text = last.Content
+		if last.Role == llm.RoleSystem {
+			return errors.New("agent: nothing to do: give a prompt")
+		}
+		return nil
+	}
+
+	guard := newLoopGuard()
+	nudged := false
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if res.Iterations >= a.opts.MaxIterations {
+			res.StopReason = StopMaxIterations
+			res.Text = fmt.Sprintf("stopped after %d model requests (the limit per message); the work so far is kept. "+
+				"Run again to continue, or raise agent.max_iterations.", res.Iterations)
+			return nil
+		}
+		res.Iterations++
+		msg, err := a.reply(ctx, res)
+		if err != nil {
+			return err
+		}
+		if err := a.record(msg); err != nil {
+			return err
+		}
+		if len(msg.ToolCalls) == 0 {
+			if !nudged && looksLikeAction(msg.Content) {
+				nudged = true
+				nudge := nudgeNative
+				if a.mode == ToolModeText {
+					nudge = nudgeText
+				}
+				if err := a.record(llm.Message{Role: llm.RoleUser, Content: nudge}); err != nil {
+					return err
+				}
+				continue
+			}
+			res.StopReason = StopDone
+			res.Text = strings.TrimSpace(visibleText(msg.Content))
+			return nil
+		}
+
+		sigs := callSignatures(msg.ToolCalls)
+		if v := guard.before(sigs); v.stop {
+			for _, c := range msg.ToolCalls {
+				if err := a.recordResult(c, ToolResult{Output: fmt.Sprintf(notRunResult, v.reason), IsError: true}); err != nil {
+					return err
+				}
+			}
+			res.StopReason = StopDoomLoop
+			res.Text = v.reason
+			return nil
+		}
+		results, err := a.execute(ctx, msg.ToolCalls, res)
+		// Results are recorded even when the workspace failed, so every
+		// call in the transcript has its answer.
+		for i, c := range msg.ToolCalls {
+			r := results[i]
+			if r == nil {
+				r = &ToolResult{Output: interruptedCall, IsError: true}
+			}
+			if rerr := a.recordResult(c, *r); rerr != nil && err == nil {
+				err = rerr
+			}
+		}
+		if err != nil {
+			return err
+		}
+		failed := make([]bool, len(results))
+		for i, r := range results {
+			failed[i] = r.IsError
+		}
+		v := guard.after(sigs, failed)
+		switch {
+		case v.stop:
+			res.StopReason = StopRepeatedFailure
+			res.Text = v.reason
+			return nil
+		case v.redirect != "":
+			if err := a.record(llm.Message{Role: llm.RoleUser, Content: fmt.Sprintf(redirectPrompt, v.redirect)}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// recordResult adds a tool message for call c.
+func (a *Agent) recordResult(c llm.ToolCall, r ToolResult) error {
+	out := r.Output
+	if strings.TrimSpace(out) == "" {
+		out = "(no output)"
+	}
+	return a.record(llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Name: c.Function.Name, Content: out})
+}
+
+// execute runs one reply's calls: consecutive read-only calls concurrently,
+// anything that writes or runs a command alone and in order. results[i] is
+// nil for a call that did not run because the workspace failed.
+func (a *Agent) execute(ctx context.Context, calls []llm.ToolCall, res *Result) ([]*ToolResult, error) {
+	results := make([]*ToolResult, len(calls))
+	records := make([]ToolCallRecord, len(calls))
+	var firstErr error
+	for i := 0; i < len(calls) && firstErr == nil; {
+		j := i + 1
+		if a.runner.readOnly(calls[i].Function.Name) {
+			for j < len(calls) && a.runner.readOnly(calls[j].Function.Name) {
+				j++
+			}
+		}
+		var (
+			wg sync.WaitGroup
+			mu sync.Mutex
+		)
+		for k := i; k < j; k++ {
+			run := func() {
+				r, rec, err := a.runOne(ctx, calls[k])
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					if firstErr == nil {
+						firstErr = err
+					}
+					return
+				}
+				results[k], records[k] = &r, rec
+			}
+			if j-i == 1 {
+				run()
+				continue
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); run() }()
+		}
+		wg.Wait()
+		i = j
+	}
+	for i := range calls {
+		if results[i] != nil {
+			res.ToolCalls = append(res.ToolCalls, records[i])
+		}
+	}
+	return results, firstErr
+}
+
+// runOne runs one call with its events.
+func (a *Agent) runOne(ctx context.Context, c llm.ToolCall) (ToolResult, ToolCallRecord, error) {
+	name := c.Function.Name
+	a.emit(event.Event{Kind: event.ToolStarted, Tool: name, CallID: c.ID, Args: cutUTF8(c.Function.Arguments, summaryArgsLimit)})
+	start := time.Now()
+	r, err := a.runner.run(ctx, name, []byte(c.Function.Arguments))
+	if err != nil {
+		a.emit(event.Event{Kind: event.ToolFinished, Tool: name, CallID: c.ID, IsError: true,
+			Duration: time.Since(start), Text: err.Error()})
+		return r, ToolCallRecord{}, err
+	}
+	a.emit(event.Event{Kind: event.ToolFinished, Tool: name, CallID: c.ID, ExitCode: r.ExitCode,
+		IsError: r.IsError, Duration: r.Duration, Text: firstLine(r.Output, 200)})
+	return r, ToolCallRecord{
+		ID: c.ID, Name: name, Args: c.Function.Arguments, ExitCode: r.ExitCode,
+		IsError: r.IsError, Truncated: r.Truncated, Duration: r.Duration,
+	}, nil
+}
+
+func firstLine(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return cutUTF8(s, n)
+}
+
+// reply gets the model's next message: it fits the context, streams the
+// request in the current tool mode, downgrades to text mode when native
+// tool calls do not work, and asks for the rest of a cut-off text call.
+func (a *Agent) reply(ctx context.Context, res *Result) (llm.Message, error) {
+	for attempt := 0; ; attempt++ {
+		if err := a.fit(ctx, res); err != nil {
+			return llm.Message{}, err
+		}
+		req := a.request()
+		resp, err := a.stream(ctx, req, res)
+		if err != nil {
+			switch {
+			case errors.Is(err, llm.ErrToolsUnsupported) && a.canDowngrade():
+				a.downgrade("the server rejected native tool calls")
+				continue
+			case errors.Is(err, llm.ErrContextExceeded) && attempt == 0:
+				// Our estimate was too low for this model's tokenizer: cut
+				// harder and try once more.
+				a.tokens.reset()
+				if cerr := a.hardCompact(a.opts.ContextTokens * 40 / 100); cerr != nil {
+					return llm.Message{}, cerr
+				}
+				continue
+			}
+			return llm.Message{}, err
+		}
+		msg := resp.Message
+		msg.Role = llm.RoleAssistant
+		if a.mode == ToolModeNative {
+			if a.canDowngrade() && a.nativeCallsBroken(msg.ToolCalls) {
+				a.downgrade("the model sent native tool calls without their required arguments")
+				continue
+			}
+			if len(msg.ToolCalls) == 0 {
+				// Some servers pass a model's own tool-call markup through
+				// as text; take the calls rather than lose them.
+				if calls, _ := parseTextCalls(msg.Content); len(calls) > 0 {
+					msg.ToolCalls = calls
+				}
+			}
+		} else {
+			msg.ToolCalls = nil
+			calls, cut := parseTextCalls(msg.Content)
+			if cut {
+				more, err := a.continuation(ctx, req, msg, res)
+				if err != nil {
+					return llm.Message{}, err
+				}
+				msg.Content += more
+				calls, _ = parseTextCalls(msg.Content)
+			}
+			msg.ToolCalls = calls
+		}
+		for i := range msg.ToolCalls {
+			c := &msg.ToolCalls[i]
+			c.Type = "function"
+			if c.ID == "" {
+				a.nextID++
+				c.ID = "call_" + a.header.ID + "_" + strconv.Itoa(a.nextID)
+			}
+		}
+		return msg, nil
+	}
+}
+
+func (a *Agent) canDowngrade() bool {
+	return a.opts.ToolMode == ToolModeAuto && a.mode == ToolModeNative
+}
+
+func (a *Agent) downgrade(why string) {
+	a.mode = ToolModeText
+	a.history[0].Content = a.systemPrompt()
+	a.tokens.reset()
+	a.emit(event.Event{Kind: event.Notice, Text: why + "; switching to text tool calls"})
+}
+
+// nativeCallsBroken reports calls that lack required arguments: models
+// without real tool-call training often send a bare name.
+func (a *Agent) nativeCallsBroken(calls []llm.ToolCall) bool {
+	for _, c := range calls {
+		if !a.runner.offered(c.Function.Name) {
+			continue
+		}
+		if _, err := a.runner.checkCall(c.Function.Name, []byte(c.Function.Arguments)); missingRequired(err) {
+			return true
+		}
+	}
+	return false
+}
+
+// continuation asks for the rest of a reply that stopped inside a tool
+// call, once.
+func (a *Agent) continuation(ctx context.Context, req llm.Request, partial llm.Message, res *Result) (string, error) {
+	req.Messages = append(req.Messages[:len(req.Messages):len(req.Messages)],
+		llm.Message{Role: llm.RoleAssistant, Content: partial.Content},
+		llm.Message{Role: llm.RoleUser, Content: continuePrompt})
+	resp, err := a.stream(ctx, req, res)
+	if err != nil {
+		return "", err
+	}
+	return resp.Message.Content, nil
+}
+
+// request builds the wire request for the current mode.
+func (a *Agent) request() llm.Request {
+	req := llm.Request{Model: a.opts.Model, Messages: wireMessages(a.history, a.mode)}
+	if a.mode == ToolModeNative {
+		cat := mustCatalog()
+		for _, n := range a.runner.names() {
+			req.Tools = append(req.Tools, cat.wire[n])
+		}
+	}
+	used := a.tokens.estimate(a.history, a.extraTokens())
+	req.MaxTokens = max(a.minReply(), min(a.opts.MaxReplyTokens, a.opts.ContextTokens-used))
+	return req
+}
+
+// extraTokens are the request's tokens outside the messages.
+func (a *Agent) extraTokens() int {
+	if a.mode == ToolModeNative {
+		return a.toolsTok
+	}
+	return 0
+}
+
+// stream sends one request and emits its deltas. A reply that streams past
+// MaxReplyBytes is cut off: an endless stream must not hang the task.
+func (a *Agent) stream(ctx context.Context, req llm.Request, res *Result) (llm.Response, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var n atomic.Int64
+	var tooLong atomic.Bool
+	limit := int64(a.opts.MaxReplyBytes)
+	onDelta := func(d llm.Delta) {
+		if n.Add(int64(len(d.Text))) > limit {
+			if !tooLong.Swap(true) {
+				cancel()
+			}
+			return
+		}
+		switch d.Kind {
+		case llm.DeltaText:
+			a.emit(event.Event{Kind: event.TextDelta, Text: d.Text})
+		case llm.DeltaReasoning:
+			a.emit(event.Event{Kind: event.ThinkingDelta, Text: d.Text})
+		}
+	}
+	resp, err := a.opts.Client.Stream(sctx, req, onDelta)
+	if tooLong.Load() {
+		return llm.Response{}, fmt.Errorf("%w: it streamed more than %d bytes; stopped it. The model may be looping: "+
+			"try another model or a lower temperature", ErrReplyTooLong, limit)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return llm.Response{}, ctx.Err()
+		}
+		return llm.Response{}, fmt.Errorf("agent: model request: %w", err)
+	}
+	u := resp.Usage
+	if u.PromptTokens == 0 && u.CompletionTokens == 0 {
+		u.PromptTokens = estimateMessages(req.Messages) + a.extraTokens()
+		u.CompletionTokens = estimateMessage(resp.Message)
+		a.tokens.reset()
+	} else {
+		a.tokens.anchor(len(a.history), u.PromptTokens+u.CompletionTokens)
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	res.Usage.PromptTokens += u.PromptTokens
+	res.Usage.CompletionTokens += u.CompletionTokens
+	res.Usage.TotalTokens += u.TotalTokens
+	a.emit(event.Event{Kind: event.Usage, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens})
+	return resp, nil
+}
+
+// wireMessages converts the context to what the server gets in a mode.
+// In text mode tool calls live in the assistant's text and results come
+// back as user messages, because the model's template may not know tool
+// roles. Adjacent user messages are merged: strict templates require
+// user/assistant alternation.
+func wireMessages(history []llm.Message, mode ToolMode) []llm.Message {
+	out := make([]llm.Message, 0, len(history))
+	for _, m := range history {
+		m.Reasoning = ""
+		switch {
+		case m.Role == llm.RoleUser:
+			m.Name = ""
+		case mode == ToolModeText && m.Role == llm.RoleAssistant && len(m.ToolCalls) > 0:
+			if !strings.Contains(m.Content, "<tool_call>") {
+				m.Content = strings.TrimSpace(m.Content + "\n" + renderTextCalls(m.ToolCalls))
+			}
+			m.ToolCalls = nil
+		case mode == ToolModeText && m.Role == llm.RoleTool:
+			m = llm.Message{Role: llm.RoleUser, Content: "<tool_response name=\"" + m.Name + "\">\n" + m.Content + "\n</tool_response>"}
+		}
+		if n := len(out); n > 0 && m.Role == llm.RoleUser && out[n-1].Role == llm.RoleUser {
+			out[n-1].Content += "\n\n" + m.Content
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// renderTextCalls writes calls in the text-mode format.
+func renderTextCalls(calls []llm.ToolCall) string {
+	var b strings.Builder
+	for _, c := range calls {
+		args := json.RawMessage(normalizeArgs([]byte(c.Function.Arguments)))
+		if !json.Valid(args) {
+			args, _ = json.Marshal(c.Function.Arguments)
+		}
+		line, _ := json.Marshal(struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		}{c.Function.Name, args})
+		b.WriteString("<tool_call>\n")
+		b.Write(line)
+		b.WriteString("\n</tool_call>\n")
+	}
+	return strings.TrimSpace(b.String())
+}
