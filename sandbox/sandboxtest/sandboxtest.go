@@ -21,6 +21,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/localagent/agent/sandbox"
 )
@@ -208,4 +209,53 @@ func RemoveOnCleanup(t testing.TB, c *client.Client, id string) {
 			t.Errorf("removing container %s: %v", id, err)
 		}
 	})
+}
+
+// RunControl runs script with /bin/sh -c in a throwaway container built
+// from cfg and hc exactly as given (no hardening added: this is how a
+// security test shows that its attack works when the defence is off). The
+// container is labelled for this test and removed afterwards. It returns
+// the combined output and the exit code.
+func RunControl(t testing.TB, c *client.Client, cfg *container.Config, hc *container.HostConfig, script string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg.Cmd = []string{"/bin/sh", "-c", script}
+	if cfg.Labels == nil {
+		cfg.Labels = map[string]string{}
+	}
+	for k, v := range Labels(t) {
+		cfg.Labels[k] = v
+	}
+	if cfg.Image == "" {
+		cfg.Image = BusyboxImage
+	}
+	created, err := c.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	if err != nil {
+		t.Fatalf("creating control container: %v", err)
+	}
+	defer func() {
+		_ = c.ContainerRemove(context.WithoutCancel(ctx), created.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	}()
+	waitC, errC := c.ContainerWait(ctx, created.ID, container.WaitConditionNextExit)
+	if err := c.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		t.Fatalf("starting control container: %v", err)
+	}
+	var code int
+	select {
+	case w := <-waitC:
+		code = int(w.StatusCode)
+	case err := <-errC:
+		t.Fatalf("waiting for control container: %v", err)
+	}
+	logs, err := c.ContainerLogs(ctx, created.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		t.Fatalf("control container logs: %v", err)
+	}
+	defer logs.Close()
+	var out strings.Builder
+	if _, err := stdcopy.StdCopy(&out, &out, logs); err != nil {
+		t.Fatalf("control container logs: %v", err)
+	}
+	return out.String(), code
 }

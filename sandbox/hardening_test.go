@@ -1,0 +1,139 @@
+package sandbox_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/localagent/agent/policy"
+	"github.com/localagent/agent/sandbox"
+	"github.com/localagent/agent/sandbox/sandboxtest"
+)
+
+const statusScript = `grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; echo "uid=$(id -u)"; ` +
+	`if touch /rootfs-probe 2>/dev/null; then echo root=writable; else echo root=readonly; fi; ` +
+	`echo "ifaces=$(ls /sys/class/net | tr '\n' ' ')"`
+
+func field(t *testing.T, out, key string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + `[:=]\s*(.*)$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no %s in output:\n%s", key, out)
+	}
+	return strings.TrimSpace(m[1])
+}
+
+// The hardening seen from inside the sandbox, with a control container
+// (same image, no hardening) where every check comes out the other way.
+func TestHardeningFromInside(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	ws := t.TempDir()
+	var st syscall.Stat_t
+	if err := syscall.Stat(ws, &st); err != nil {
+		t.Fatal(err)
+	}
+	want := sandbox.ChooseUser(os.Geteuid(), os.Getegid(), int(st.Uid), int(st.Gid))
+	sb := sandboxtest.New(t, e, sandbox.Spec{Workspace: ws})
+
+	r := sh(t, sb, statusScript)
+	if r.IsError {
+		t.Fatalf("probe failed: %s", r.Output)
+	}
+	out := r.Output
+	if got := field(t, out, "CapEff"); got != "0000000000000000" {
+		t.Errorf("CapEff %s, want 0000000000000000", got)
+	}
+	if got := field(t, out, "NoNewPrivs"); got != "1" {
+		t.Errorf("NoNewPrivs %s, want 1", got)
+	}
+	if got := field(t, out, "Seccomp"); got != "2" {
+		t.Errorf("Seccomp %s, want 2 (filter)", got)
+	}
+	if got := field(t, out, "uid"); got != fmt.Sprint(want.UID) || got == "0" {
+		t.Errorf("uid %s, want %d (never 0)", got, want.UID)
+	}
+	if got := field(t, out, "root"); got != "readonly" {
+		t.Errorf("root filesystem is %s", got)
+	}
+	if got := field(t, out, "ifaces"); got != "lo" {
+		t.Errorf("network interfaces %q, want only lo", got)
+	}
+	// The workspace, /tmp and $HOME stay writable for the sandbox user.
+	if r := sh(t, sb, `touch /workspace/w /tmp/t "$HOME/h" && echo ok`); r.IsError || !strings.Contains(r.Output, "ok") {
+		t.Errorf("writable places: %s", r.Output)
+	}
+
+	// Control: the same probe in a plain container of the same image.
+	c := sandboxtest.Client(t)
+	out, code := sandboxtest.RunControl(t, c, &container.Config{}, &container.HostConfig{}, statusScript)
+	if code != 0 {
+		t.Fatalf("control probe exited %d: %s", code, out)
+	}
+	if field(t, out, "CapEff") == "0000000000000000" || field(t, out, "NoNewPrivs") != "0" ||
+		field(t, out, "uid") != "0" || field(t, out, "root") != "writable" || !strings.Contains(field(t, out, "ifaces"), "eth0") {
+		t.Errorf("control container unexpectedly hardened, so the checks above prove nothing:\n%s", out)
+	}
+}
+
+// The hardening seen from outside, through the engine's inspect.
+func TestHardeningFromInspect(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	limits := policy.Limits{MemoryBytes: 256 << 20, NanoCPUs: 500_000_000, Pids: 100, TmpfsBytes: 32 << 20}
+	sb := sandboxtest.New(t, e, sandbox.Spec{Limits: limits, Task: "task-1", StateID: "state-1"})
+	c := sandboxtest.Client(t)
+	ins, err := c.ContainerInspect(context.Background(), sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := ins.HostConfig
+	if !slices.Equal(hc.CapDrop, []string{"ALL"}) || len(hc.CapAdd) != 0 || hc.Privileged {
+		t.Errorf("caps drop %v add %v privileged %v", hc.CapDrop, hc.CapAdd, hc.Privileged)
+	}
+	if !slices.Contains(hc.SecurityOpt, "no-new-privileges:true") || slices.ContainsFunc(hc.SecurityOpt, func(s string) bool { return strings.Contains(s, "unconfined") }) {
+		t.Errorf("security options %v", hc.SecurityOpt)
+	}
+	if !hc.ReadonlyRootfs || hc.NetworkMode != "none" || hc.Init == nil || !*hc.Init {
+		t.Errorf("readonly %v network %q init %v", hc.ReadonlyRootfs, hc.NetworkMode, hc.Init)
+	}
+	if hc.PidMode.IsHost() || hc.IpcMode.IsHost() || hc.UTSMode.IsHost() || hc.UsernsMode.IsHost() || hc.CgroupnsMode.IsHost() {
+		t.Errorf("host namespace: pid %q ipc %q uts %q userns %q cgroupns %q", hc.PidMode, hc.IpcMode, hc.UTSMode, hc.UsernsMode, hc.CgroupnsMode)
+	}
+	if hc.Memory != limits.MemoryBytes || hc.MemorySwap != limits.MemoryBytes || hc.NanoCPUs != limits.NanoCPUs || hc.PidsLimit == nil || *hc.PidsLimit != limits.Pids {
+		t.Errorf("limits memory %d swap %d cpus %d pids %v", hc.Memory, hc.MemorySwap, hc.NanoCPUs, hc.PidsLimit)
+	}
+	if ins.Config.User == "" || strings.HasPrefix(ins.Config.User, "0") {
+		t.Errorf("user %q", ins.Config.User)
+	}
+	if len(ins.Mounts) != 2 {
+		t.Errorf("mounts %+v, want the workspace and the toolbox only", ins.Mounts)
+	}
+	for _, m := range ins.Mounts {
+		switch m.Destination {
+		case "/workspace":
+			if !m.RW || m.Source != sb.Workspace {
+				t.Errorf("workspace mount %+v", m)
+			}
+		case sandbox.ToolboxPath:
+			if m.RW {
+				t.Errorf("toolbox mounted read-write: %+v", m)
+			}
+		default:
+			t.Errorf("unexpected mount %+v", m)
+		}
+		if strings.Contains(m.Source, "docker.sock") {
+			t.Errorf("docker socket mounted: %+v", m)
+		}
+	}
+	for k, v := range map[string]string{sandbox.LabelManaged: "true", sandbox.LabelKind: "sandbox", sandbox.LabelWorkspace: sb.Workspace, sandbox.LabelTask: "task-1", sandbox.LabelState: "state-1"} {
+		if ins.Config.Labels[k] != v {
+			t.Errorf("label %s=%q, want %q", k, ins.Config.Labels[k], v)
+		}
+	}
+}
