@@ -1,5 +1,10 @@
 package images
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Image references the project builds. Other packages and tests use these
 // constants rather than spelling the tags out, so a rename happens here once.
 const (
@@ -20,4 +25,81 @@ const (
 	// LabelBuild records how the image was built (tool, suite, mirror,
 	// time), so an image found on a machine says where it came from.
 	LabelBuild = "dev.localagent.build"
+	// LabelTest marks resources a test created, with a value unique to
+	// that test, so cleanup removes exactly what the test made.
+	LabelTest = "dev.localagent.test"
 )
+
+// Names of the images, as `agent images build NAME` takes them.
+const (
+	NameBusybox     = "busybox"
+	NameSandbox     = "sandbox"
+	NameLlamaServer = "llama-server"
+)
+
+// Definition describes one image the project builds.
+type Definition struct {
+	// Name is the short name used on the command line and in LabelImage.
+	Name string
+	// Ref is the fixed tag the image is built under.
+	Ref string
+	// Description says in a few words what the image holds.
+	Description string
+}
+
+// Definitions returns every project image in build order (the quickest
+// first, so `build all` fails early on a broken setup).
+func Definitions() []Definition {
+	return []Definition{
+		{Name: NameBusybox, Ref: Busybox, Description: "static busybox, for fast tests"},
+		{Name: NameSandbox, Ref: Sandbox, Description: "Debian bookworm minbase with git and a shell, the default sandbox"},
+		{Name: NameLlamaServer, Ref: LlamaServer, Description: "llama.cpp llama-server (CPU) from Debian sid"},
+	}
+}
+
+// Lookup finds a definition by name ("sandbox") or by ref
+// ("agent/sandbox:latest").
+func Lookup(nameOrRef string) (Definition, bool) {
+	for _, d := range Definitions() {
+		if d.Name == nameOrRef || d.Ref == nameOrRef {
+			return d, true
+		}
+	}
+	return Definition{}, false
+}
+
+// Names returns the short names of all project images.
+func Names() []string {
+	var out []string
+	for _, d := range Definitions() {
+		out = append(out, d.Name)
+	}
+	return out
+}
+
+// FixCommand returns the command that makes ref present, for error
+// messages elsewhere ("image agent/sandbox:latest is missing: run ...").
+// For an image the project does not build it points at loading a bundle.
+func FixCommand(ref string) string {
+	if d, ok := Lookup(ref); ok {
+		return "agent images build " + d.Name
+	}
+	return "agent images load -i FILE (a bundle or `docker save` archive containing " + ref + ")"
+}
+
+// MissingError says that an image is not present in the engine and how to
+// get it. The engine never pulls, so this is the whole story.
+type MissingError struct{ Ref string }
+
+func (e *MissingError) Error() string {
+	return fmt.Sprintf("image %s is not present: run `%s` (images are never pulled)", e.Ref, FixCommand(e.Ref))
+}
+
+// validName reports an unknown image name with the list of known ones.
+func validName(name string) (Definition, error) {
+	d, ok := Lookup(name)
+	if !ok {
+		return Definition{}, fmt.Errorf("unknown image %q: choose one of %s", name, strings.Join(Names(), ", "))
+	}
+	return d, nil
+}

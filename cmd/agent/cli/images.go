@@ -1,18 +1,423 @@
 package cli
 
 import (
-	"errors"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
 
+	"github.com/localagent/agent/images"
 	"github.com/spf13/cobra"
 )
 
 // NewCmdImages builds `agent images`.
 func NewCmdImages(f *Factory) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "images",
 		Short: "Build, list, save and load images offline",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("agent images: not implemented yet")
+		Long: `Every image agent uses is built on this machine from Debian packages or
+loaded from a bundle; nothing is ever pulled from a registry.
+
+  agent images build              build the sandbox image
+  agent images build all          busybox, sandbox and llama-server
+  agent images save -o FILE       write an air-gapped bundle
+  agent images load -i FILE       load a bundle (or a plain docker save archive)`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(
+		NewCmdImagesBuild(f, nil),
+		NewCmdImagesList(f, nil),
+		NewCmdImagesSave(f, nil),
+		NewCmdImagesLoad(f, nil),
+	)
+	return cmd
+}
+
+// ImagesBuildOptions are the inputs of `agent images build`.
+type ImagesBuildOptions struct {
+	IO     *IOStreams
+	Engine func(context.Context) (images.Engine, error)
+	Ctx    context.Context
+
+	// Names are the images to build in order (already expanded from "all").
+	Names  []string
+	Force  bool
+	Mirror string
+}
+
+// NewCmdImagesBuild builds `agent images build`.
+func NewCmdImagesBuild(f *Factory, runF func(*ImagesBuildOptions) error) *cobra.Command {
+	opts := &ImagesBuildOptions{IO: f.IO, Engine: factoryEngine(f)}
+	cmd := &cobra.Command{
+		Use:   "build [sandbox|llama-server|busybox|all]",
+		Short: "Build project images from Debian packages (no registry)",
+		Long: `Build a project image without any registry. The sandbox and llama-server
+images are Debian root filesystems made with debootstrap (needs root and
+network access to a Debian mirror); busybox is written from the host's
+busybox-static. An image that is present is skipped unless --force.
+
+The mirror is --mirror, else images.mirror from the configuration, else the
+host's apt mirror, else ` + images.DefaultMirror + `.`,
+		Args:      cobra.MaximumNArgs(1),
+		ValidArgs: append(images.Names(), "all"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := images.NameSandbox
+			if len(args) == 1 {
+				name = args[0]
+			}
+			names, err := expandImageNames(name)
+			if err != nil {
+				return err
+			}
+			opts.Names = names
+			if !cmd.Flags().Changed("mirror") {
+				cfg, err := f.Config()
+				if err != nil {
+					return err
+				}
+				opts.Mirror = cfg.Images.Mirror
+			}
+			opts.Ctx = cmd.Context()
+			if runF != nil {
+				return runF(opts)
+			}
+			return imagesBuildRun(opts)
 		},
 	}
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "rebuild even when the image is present")
+	cmd.Flags().StringVar(&opts.Mirror, "mirror", "", "Debian mirror URL for debootstrap (default: config images.mirror, the host's apt mirror, or deb.debian.org)")
+	return cmd
+}
+
+func expandImageNames(name string) ([]string, error) {
+	if name == "all" {
+		return images.Names(), nil
+	}
+	if _, ok := images.Lookup(name); !ok {
+		return nil, UsageErrorf("unknown image %q: choose one of %s, all", name, strings.Join(images.Names(), ", "))
+	}
+	d, _ := images.Lookup(name)
+	return []string{d.Name}, nil
+}
+
+func imagesBuildRun(opts *ImagesBuildOptions) error {
+	ctx := opts.Ctx
+	eng, err := opts.Engine(ctx)
+	if err != nil {
+		return err
+	}
+	for _, name := range opts.Names {
+		res, err := images.Build(ctx, eng, name, images.BuildOptions{
+			Force:        opts.Force,
+			Mirror:       opts.Mirror,
+			AgentVersion: Version,
+			Progress:     progressPrinter(opts.IO.ErrOut),
+		})
+		if err != nil {
+			return err
+		}
+		if !res.Skipped {
+			fmt.Fprintf(opts.IO.ErrOut, "built %s (%s, %s) in %s\n", res.Ref, shortImageID(res.ID), humanBytes(res.Size), res.Duration.Round(100*time.Millisecond))
+		}
+	}
+	return nil
+}
+
+// progressPrinter renders build and bundle progress as plain lines:
+// "[sandbox] debootstrap: Installing required packages (12.3s)". Plain
+// lines read well both on a terminal and in CI logs.
+func progressPrinter(w io.Writer) images.ProgressFunc {
+	return func(e images.Event) {
+		prefix := ""
+		if e.Image != "" {
+			prefix = "[" + e.Image + "] "
+		}
+		suffix := ""
+		if e.Elapsed > 0 {
+			suffix = fmt.Sprintf(" (%s)", e.Elapsed.Round(100*time.Millisecond))
+		}
+		fmt.Fprintf(w, "%s%s: %s%s\n", prefix, e.Step, e.Message, suffix)
+	}
+}
+
+// factoryEngine adapts the factory's lazily built Docker client to the
+// images package's engine seam.
+func factoryEngine(f *Factory) func(context.Context) (images.Engine, error) {
+	return func(ctx context.Context) (images.Engine, error) {
+		c, err := f.Docker(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+}
+
+// ImagesListOptions are the inputs of `agent images list`.
+type ImagesListOptions struct {
+	IO     *IOStreams
+	Engine func(context.Context) (images.Engine, error)
+	Ctx    context.Context
+	JSON   bool
+}
+
+// NewCmdImagesList builds `agent images list`.
+func NewCmdImagesList(f *Factory, runF func(*ImagesListOptions) error) *cobra.Command {
+	opts := &ImagesListOptions{IO: f.IO, Engine: factoryEngine(f)}
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List the project's images and which are missing",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Ctx = cmd.Context()
+			if runF != nil {
+				return runF(opts)
+			}
+			return imagesListRun(opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON object on stdout")
+	return cmd
+}
+
+func imagesListRun(opts *ImagesListOptions) error {
+	eng, err := opts.Engine(opts.Ctx)
+	if err != nil {
+		return err
+	}
+	list, err := images.List(opts.Ctx, eng)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Images []images.Info `json:"images"`
+		}{list})
+	}
+	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tIMAGE\tID\tSIZE\tCREATED")
+	var missing []string
+	for _, im := range list {
+		if !im.Present {
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\tmissing\n", im.Name, im.Ref)
+			missing = append(missing, im.Name)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", im.Name, im.Ref, shortImageID(im.ID), humanBytes(im.Size), im.Created.Local().Format("2006-01-02 15:04"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "missing: %s — build with `agent images build %s` or load a bundle with `agent images load -i FILE`\n", strings.Join(missing, ", "), buildArg(missing))
+	}
+	return nil
+}
+
+func buildArg(missing []string) string {
+	if len(missing) == 1 {
+		return missing[0]
+	}
+	return "all"
+}
+
+// ImagesSaveOptions are the inputs of `agent images save`.
+type ImagesSaveOptions struct {
+	IO     *IOStreams
+	Engine func(context.Context) (images.Engine, error)
+	Ctx    context.Context
+
+	Output string
+	// Refs are images by project name or any reference; empty = every
+	// present project image.
+	Refs []string
+	Gzip bool
+}
+
+// NewCmdImagesSave builds `agent images save`.
+func NewCmdImagesSave(f *Factory, runF func(*ImagesSaveOptions) error) *cobra.Command {
+	opts := &ImagesSaveOptions{IO: f.IO, Engine: factoryEngine(f)}
+	cmd := &cobra.Command{
+		Use:   "save -o FILE [IMAGE...]",
+		Short: "Write images to an air-gapped bundle",
+		Long: `Write images to a bundle file for a machine without a registry: a tar
+holding a manifest (image IDs, sizes, sha256 of the image archive) and the
+engine's own save stream. IMAGE is a project image name (sandbox,
+llama-server, busybox) or any image reference; the default is every project
+image that is present. A FILE ending in .gz or .tgz is gzip-compressed.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Output == "" {
+				return UsageErrorf("agent images save: -o FILE is required")
+			}
+			opts.Refs = args
+			if strings.HasSuffix(opts.Output, ".gz") || strings.HasSuffix(opts.Output, ".tgz") {
+				opts.Gzip = true
+			}
+			opts.Ctx = cmd.Context()
+			if runF != nil {
+				return runF(opts)
+			}
+			return imagesSaveRun(opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "bundle file to write (- for stdout)")
+	cmd.Flags().BoolVar(&opts.Gzip, "gzip", false, "gzip-compress the bundle (implied by a .gz or .tgz name)")
+	return cmd
+}
+
+func imagesSaveRun(opts *ImagesSaveOptions) error {
+	ctx := opts.Ctx
+	eng, err := opts.Engine(ctx)
+	if err != nil {
+		return err
+	}
+	refs := make([]string, 0, len(opts.Refs))
+	for _, r := range opts.Refs {
+		if d, ok := images.Lookup(r); ok {
+			r = d.Ref
+		}
+		refs = append(refs, r)
+	}
+	var w io.Writer = opts.IO.Out
+	var file *os.File
+	if opts.Output != "-" {
+		// Write next to the destination and rename at the end, so an
+		// interrupted save never leaves a truncated bundle under FILE.
+		file, err = os.CreateTemp(dirOf(opts.Output), ".agent-bundle-*")
+		if err != nil {
+			return fmt.Errorf("creating %s: %w", opts.Output, err)
+		}
+		defer func() {
+			file.Close()
+			os.Remove(file.Name())
+		}()
+		w = file
+	}
+	m, err := images.Save(ctx, eng, w, refs, images.SaveOptions{
+		Gzip: opts.Gzip, AgentVersion: Version, Progress: progressPrinter(opts.IO.ErrOut),
+	})
+	if err != nil {
+		return err
+	}
+	if file != nil {
+		if err := file.Sync(); err != nil {
+			return fmt.Errorf("writing %s: %w", opts.Output, err)
+		}
+		if err := file.Close(); err != nil {
+			return fmt.Errorf("writing %s: %w", opts.Output, err)
+		}
+		if err := os.Chmod(file.Name(), 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", opts.Output, err)
+		}
+		if err := os.Rename(file.Name(), opts.Output); err != nil {
+			return fmt.Errorf("writing %s: %w", opts.Output, err)
+		}
+	}
+	names := make([]string, 0, len(m.Images))
+	for _, im := range m.Images {
+		names = append(names, im.Ref)
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "saved %s to %s (%s)\n", strings.Join(names, ", "), opts.Output, humanBytes(m.Archive.Size))
+	return nil
+}
+
+func dirOf(path string) string {
+	if i := strings.LastIndex(path, "/"); i >= 0 {
+		if i == 0 {
+			return "/"
+		}
+		return path[:i]
+	}
+	return "."
+}
+
+// ImagesLoadOptions are the inputs of `agent images load`.
+type ImagesLoadOptions struct {
+	IO     *IOStreams
+	Engine func(context.Context) (images.Engine, error)
+	Ctx    context.Context
+	Input  string
+	JSON   bool
+}
+
+// NewCmdImagesLoad builds `agent images load`.
+func NewCmdImagesLoad(f *Factory, runF func(*ImagesLoadOptions) error) *cobra.Command {
+	opts := &ImagesLoadOptions{IO: f.IO, Engine: factoryEngine(f)}
+	cmd := &cobra.Command{
+		Use:   "load -i FILE",
+		Short: "Load images from a bundle or a docker save archive",
+		Long: `Load images from a bundle written by 'agent images save' (its manifest and
+checksum are verified before anything is loaded), or from a plain
+'docker save' archive such as a vendor-built GPU llama-server image.
+Gzip-compressed files are accepted.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Input == "" {
+				return UsageErrorf("agent images load: -i FILE is required")
+			}
+			opts.Ctx = cmd.Context()
+			if runF != nil {
+				return runF(opts)
+			}
+			return imagesLoadRun(opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.Input, "input", "i", "", "bundle or docker save archive to read (- for stdin)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the loaded images as one JSON object on stdout")
+	return cmd
+}
+
+func imagesLoadRun(opts *ImagesLoadOptions) error {
+	ctx := opts.Ctx
+	var r io.Reader = opts.IO.In
+	if opts.Input != "-" {
+		f, err := os.Open(opts.Input)
+		if err != nil {
+			return fmt.Errorf("opening %s: %w", opts.Input, err)
+		}
+		defer f.Close()
+		r = f
+	}
+	eng, err := opts.Engine(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := images.Load(ctx, eng, r, images.LoadOptions{Progress: progressPrinter(opts.IO.ErrOut)})
+	if err != nil {
+		return fmt.Errorf("loading %s: %w", opts.Input, err)
+	}
+	if opts.JSON {
+		return json.NewEncoder(opts.IO.Out).Encode(res)
+	}
+	for _, l := range res.Images {
+		fmt.Fprintf(opts.IO.ErrOut, "loaded %s\n", l)
+	}
+	return nil
+}
+
+func shortImageID(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.1f GB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.0f MB", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.0f kB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%d B", n)
 }
