@@ -153,6 +153,9 @@ func (p *Parser) Parse(text string) Result {
 		if len(s.calls) == 0 && !s.cut {
 			continue // protected block without calls: keep it visible
 		}
+		if s.start < last {
+			continue // overlaps one already taken (the earlier one wins)
+		}
 		out.WriteString(visible[last:s.start])
 		last = s.end
 		res.Calls = append(res.Calls, s.calls...)
@@ -242,7 +245,7 @@ func (p *Parser) bare(s string, spans []span, res *Result) []span {
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
 			if errors.Is(err, io.ErrUnexpectedEOF) || j >= len(s) {
-				if p.looksLikeCallStart(s[i:]) {
+				if p.looksLikeCallStart(s[i:]) && !overlaps(spans, i, len(s)) {
 					res.Incomplete, res.Fragment = true, s[i:]
 					out = append(out, span{start: i, end: len(s), cut: true})
 					return out
@@ -251,7 +254,7 @@ func (p *Parser) bare(s string, spans []span, res *Result) []span {
 			continue
 		}
 		end := i + int(dec.InputOffset())
-		if calls, ok := p.callsIn(raw, false); ok {
+		if calls, ok := p.callsIn(raw, false); ok && !overlaps(spans, i, end) {
 			out = append(out, span{start: i, end: end, calls: calls})
 		}
 		i = end - 1 // an object that is not a call is skipped whole
