@@ -1,0 +1,159 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/localagent/agent/policy"
+	"github.com/localagent/agent/sandbox"
+	"github.com/localagent/agent/sandbox/sandboxtest"
+	"github.com/localagent/agent/sandbox/toolbox"
+)
+
+// smallLimits make resource faults quick to provoke.
+var smallLimits = policy.Limits{MemoryBytes: 64 << 20, NanoCPUs: 1_000_000_000, Pids: 64, TmpfsBytes: 16 << 20}
+
+// A fork bomb hits the pids limit; the call returns, and the sandbox, its
+// session and new execs keep working.
+func TestForkBombHitsPidsLimit(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "f.txt"), []byte("still here\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sb := sandboxtest.New(t, e, sandbox.Spec{Workspace: ws, Limits: smallLimits})
+	const count = "ps -o pid | wc -l"
+	before := strings.TrimSpace(sh(t, sb, count).Output)
+	start := time.Now()
+	r := tool(t, sb, toolbox.ToolBash, map[string]any{"command": "b() { b | b & }; b; sleep 30", "timeout": 3})
+	t.Logf("fork bomb: is_error=%v exit=%d timed_out=%v in %v", r.IsError, exitCode(r), r.TimedOut, time.Since(start))
+	if time.Since(start) > 20*time.Second {
+		t.Errorf("fork bomb call took %v", time.Since(start))
+	}
+	if r := tool(t, sb, toolbox.ToolReadFile, map[string]any{"path": "f.txt"}); r.IsError || !strings.Contains(r.Output, "still here") {
+		t.Errorf("read_file after the fork bomb: %+v", r)
+	}
+	// Nothing of the bomb is left once its process group was killed: the
+	// same probe sees as many processes as before it.
+	var after string
+	for i := 0; i < 20; i++ {
+		after = strings.TrimSpace(sh(t, sb, count).Output)
+		if after == before {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if after != before {
+		t.Errorf("%s processes before the fork bomb, %s after: %s", before, after, sh(t, sb, "ps -o pid,comm").Output)
+	}
+	res, err := sb.Run(context.Background(), "true")
+	if err != nil || res.ExitCode != 0 {
+		t.Errorf("exec after the fork bomb: %+v %v", res, err)
+	}
+	// Control: the limit is what stopped it — the container's pids cgroup
+	// says it was reached.
+	if r := sh(t, sb, "cat /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events 2>/dev/null"); !strings.Contains(r.Output, "max") || strings.Contains(r.Output, "max 0") {
+		t.Errorf("pids limit never hit: %q", r.Output)
+	}
+}
+
+func TestMemoryBombReportedOOM(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	sb := sandboxtest.New(t, e, sandbox.Spec{Limits: smallLimits})
+	r := tool(t, sb, toolbox.ToolBash, map[string]any{"command": `x=$(head -c 400000000 /dev/zero | tr '\0' a); echo survived ${#x}`, "timeout": 60})
+	if !r.OOMKilled || strings.Contains(r.Output, "survived") {
+		t.Errorf("memory bomb: want OOMKilled, got %+v", r)
+	}
+	if !strings.Contains(strings.ToLower(r.Output), "memory") {
+		t.Errorf("the model is not told about the memory limit: %q", r.Output)
+	}
+	if r := sh(t, sb, "echo alive"); !strings.Contains(r.Output, "alive") {
+		t.Errorf("sandbox unusable after OOM: %+v", r)
+	}
+	// Control: the same command with room to spare is not reported OOM.
+	r = tool(t, sb, toolbox.ToolBash, map[string]any{"command": `x=$(head -c 1000 /dev/zero | tr '\0' a); echo survived ${#x}`})
+	if r.OOMKilled || !strings.Contains(r.Output, "survived 1000") {
+		t.Errorf("control: small allocation: %+v", r)
+	}
+}
+
+func TestFloodOutputIsCapped(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	sb := sandboxtest.New(t, e, sandbox.Spec{})
+	r := tool(t, sb, toolbox.ToolBash, map[string]any{"command": "yes", "timeout": 2})
+	if !r.Truncated || !strings.Contains(r.Output, "bytes of output omitted") {
+		t.Errorf("yes: want capped, marked output; truncated=%v, %d bytes", r.Truncated, len(r.Output))
+	}
+	if len(r.Output) > 1<<20 {
+		t.Errorf("yes returned %d bytes", len(r.Output))
+	}
+}
+
+func TestTimeoutKillsEverything(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	sb := sandboxtest.New(t, e, sandbox.Spec{})
+	start := time.Now()
+	r := tool(t, sb, toolbox.ToolBash, map[string]any{"command": "sleep 1000 & sleep 1000", "timeout": 1})
+	took := time.Since(start)
+	if !r.TimedOut || took > 5*time.Second || took < time.Second {
+		t.Errorf("sleep 1000 with timeout 1: timed_out=%v after %v", r.TimedOut, took)
+	}
+	ps := sh(t, sb, "ps -o pid,comm")
+	if !strings.Contains(ps.Output, "PID") || strings.Contains(ps.Output, "sleep") {
+		t.Errorf("processes left after the timeout:\n%s", ps.Output)
+	}
+	// Control: without the timeout the same sleep is still running when
+	// ps looks.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	go func() { _, _ = sb.Run(context.Background(), "sleep", "3") }()
+	<-ctx.Done()
+	if ps := sh(t, sb, "ps -o pid,comm"); !strings.Contains(ps.Output, "sleep") {
+		t.Errorf("control: a running sleep is not visible to ps:\n%s", ps.Output)
+	}
+}
+
+// A stopped or removed container is a clear error, not a hang or a vague
+// protocol failure.
+func TestStoppedSandboxIsClearError(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	sb := sandboxtest.New(t, e, sandbox.Spec{})
+	if r := tool(t, sb, toolbox.OpPing, nil); r.Output != "pong" {
+		t.Fatalf("ping: %+v", r)
+	}
+	c := sandboxtest.Client(t)
+	ctx := context.Background()
+	if err := c.ContainerKill(ctx, sb.ID, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	waitC, errC := c.ContainerWait(ctx, sb.ID, container.WaitConditionNotRunning)
+	select {
+	case <-waitC:
+	case err := <-errC:
+		t.Fatal(err)
+	}
+	_, err := sb.Tool(ctx, toolbox.ToolReadFile, []byte(`{"path":"x"}`))
+	if !errors.Is(err, sandbox.ErrNotRunning) || !strings.Contains(err.Error(), "agent sandbox rm") {
+		t.Errorf("tool on a stopped sandbox: %v", err)
+	}
+	_, err = sb.Run(ctx, "true")
+	if !errors.Is(err, sandbox.ErrNotRunning) {
+		t.Errorf("exec on a stopped sandbox: %v", err)
+	}
+	if err := sb.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Run(ctx, "true"); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("exec on a removed sandbox: %v", err)
+	}
+	if err := sb.Remove(ctx); err != nil {
+		t.Errorf("removing twice: %v", err)
+	}
+}
