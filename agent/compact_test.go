@@ -1,0 +1,210 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/localagent/agent/agent/llm"
+	"github.com/localagent/agent/agent/session"
+)
+
+func TestCompactionThresholds(t *testing.T) {
+	tests := []struct {
+		used, window int
+		want         compactAction
+	}{
+		{0, 8192, compactNone},
+		{5000, 8192, compactNone},
+		{5324, 8192, compactNone},       // 64.99%
+		{5325, 8192, compactCheckpoint}, // 65.0%
+		{6553, 8192, compactCheckpoint}, // 79.99%
+		{6554, 8192, compactHard},       // 80.0%
+		{9000, 8192, compactHard},
+		{1300, 2000, compactCheckpoint},
+		{1600, 2000, compactHard},
+		{100, 0, compactNone}, // unknown window: never compact
+	}
+	for _, tt := range tests {
+		if got := compactionFor(tt.used, tt.window); got != tt.want {
+			t.Errorf("compactionFor(%d, %d) = %s, want %s", tt.used, tt.window, got, tt.want)
+		}
+	}
+}
+
+func TestTokenCounterUsesReportedUsage(t *testing.T) {
+	h := []llm.Message{{Role: llm.RoleSystem, Content: strings.Repeat("x", 400)}, {Role: llm.RoleUser, Content: "hi"}}
+	var tc tokenCounter
+	if got := tc.estimate(h, 10); got != 100+4+0+4+10 {
+		t.Errorf("estimate = %d", got)
+	}
+	tc.anchor(2, 500)
+	h = append(h, llm.Message{Role: llm.RoleTool, Content: strings.Repeat("y", 40)})
+	if got := tc.estimate(h, 10); got != 500+10+4 {
+		t.Errorf("anchored estimate = %d", got)
+	}
+}
+
+// conversation builds system, user, then n turns of assistant call + tool
+// result with outputs of size bytes.
+func conversation(n, size int) []llm.Message {
+	h := []llm.Message{{Role: llm.RoleSystem, Content: "sys"}, {Role: llm.RoleUser, Content: "the task"}}
+	for i := range n {
+		id := fmt.Sprintf("c%d", i)
+		h = append(h,
+			llm.Message{Role: llm.RoleAssistant, Content: "step", ToolCalls: []llm.ToolCall{{ID: id, Type: "function",
+				Function: llm.FunctionCall{Name: "read_file", Arguments: `{"path":"f"}`}}}},
+			llm.Message{Role: llm.RoleTool, ToolCallID: id, Name: "read_file", Content: strings.Repeat("z", size)})
+	}
+	return h
+}
+
+// pairsIntact checks that every tool message follows its assistant call.
+func pairsIntact(t *testing.T, h []llm.Message) {
+	t.Helper()
+	open := map[string]bool{}
+	for i, m := range h {
+		switch m.Role {
+		case llm.RoleAssistant:
+			open = map[string]bool{}
+			for _, c := range m.ToolCalls {
+				open[c.ID] = true
+			}
+		case llm.RoleTool:
+			if !open[m.ToolCallID] {
+				t.Fatalf("message %d: tool result %s without its call", i, m.ToolCallID)
+			}
+			delete(open, m.ToolCallID)
+		default:
+			if len(open) > 0 {
+				t.Fatalf("message %d: calls %v left without results", i, open)
+			}
+		}
+	}
+}
+
+func TestHardCompaction(t *testing.T) {
+	a := newTestAgent(t, &fakeClient{}, newMemWorkspace(nil), func(o *Options) { o.ContextTokens = 4000 })
+	a.history = conversation(20, 2000) // ~10k tokens
+	if err := a.hardCompact(2000); err != nil {
+		t.Fatal(err)
+	}
+	h := a.history
+	if h[0].Role != llm.RoleSystem || h[1].Content != "the task" {
+		t.Fatalf("head not kept: %+v", h[:2])
+	}
+	if got := estimateMessages(h) + a.extraTokens(); got > 2000 {
+		t.Fatalf("still %d tokens", got)
+	}
+	if !strings.Contains(h[2].Content, "earlier messages were removed") {
+		t.Fatalf("no note about dropped turns: %+v", h[2])
+	}
+	last := h[len(h)-1]
+	if last.ToolCallID != "c19" {
+		t.Fatalf("last turn not kept: %+v", last)
+	}
+	pairsIntact(t, h)
+}
+
+func TestHardCompactionCutsOldOutputsFirst(t *testing.T) {
+	a := newTestAgent(t, &fakeClient{}, newMemWorkspace(nil), func(o *Options) { o.ContextTokens = 8000 })
+	a.history = conversation(4, 8000) // ~8k tokens, few turns
+	if err := a.hardCompact(4000); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.history) != 10 { // nothing dropped
+		t.Fatalf("%d messages left", len(a.history))
+	}
+	if n := len(a.history[3].Content); n > 2*oldToolOutput {
+		t.Fatalf("old output kept %d bytes", n)
+	}
+	pairsIntact(t, a.history)
+}
+
+func TestCheckpointSummaryAt65Percent(t *testing.T) {
+	var summaryReq llm.Request
+	c := &fakeClient{replies: []replyFn{
+		func(_ context.Context, req llm.Request, _ func(llm.Delta)) (llm.Response, error) {
+			summaryReq = req
+			return llm.Response{Message: llm.Message{Role: llm.RoleAssistant, Content: "## Goal\nthe task\n## Done so far\nread f 10 times"}}, nil
+		},
+		text("done"),
+	}}
+	ws := newMemWorkspace(nil)
+	a := newTestAgent(t, c, ws, func(o *Options) { o.ContextTokens = 8000; o.ToolMode = ToolModeText })
+	if err := a.start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	sys := a.history[0]
+	a.history = conversation(10, 1500)
+	a.history[0] = sys
+	used := a.tokens.estimate(a.history, a.extraTokens())
+	if compactionFor(used, 8000) != compactCheckpoint {
+		t.Fatalf("setup: %d tokens is not in the checkpoint band", used)
+	}
+	res, err := a.Run(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Text != "done" || len(c.requests()) != 2 {
+		t.Fatalf("res = %+v", res)
+	}
+	if len(summaryReq.Tools) != 0 || !strings.Contains(summaryReq.Messages[1].Content, "## Next steps") {
+		t.Fatalf("summary request = %+v", summaryReq)
+	}
+	sent := c.requests()[1].Messages
+	if sent[0].Role != llm.RoleSystem || !strings.Contains(sent[1].Content, "the task") ||
+		!strings.Contains(sent[1].Content, "read f 10 times") {
+		t.Fatalf("after checkpoint the request starts %+v", sent[:2])
+	}
+	if got := estimateMessages(sent); got > 8000*checkpointPct/100 {
+		t.Fatalf("request still %d tokens", got)
+	}
+	pairsIntact(t, a.history)
+	// The checkpoint is in the transcript and a resumed session restores
+	// the compacted context, not the whole history.
+	_, msgs, err := session.Load(res.SessionPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := restoreHistory(append(conversation(10, 1500)[1:], msgs[1:]...))
+	if restored[0].Content != "the task" || !strings.HasPrefix(restored[1].Name, "checkpoint-") {
+		t.Fatalf("restored head = %+v", restored[:2])
+	}
+	pairsIntact(t, append([]llm.Message{sys}, restored...))
+}
+
+func TestContextFullIsAClearError(t *testing.T) {
+	c := &fakeClient{replies: []replyFn{text("never")}}
+	a := newTestAgent(t, c, newMemWorkspace(nil), func(o *Options) { o.ContextTokens = 600 })
+	res, err := a.Run(t.Context(), strings.Repeat("a very long prompt ", 1000))
+	if !errors.Is(err, ErrContextFull) || res.StopReason != StopError || len(c.requests()) != 0 {
+		t.Fatalf("err = %v, res = %+v, %d requests", err, res, len(c.requests()))
+	}
+	if !strings.Contains(err.Error(), "--ctx") {
+		t.Errorf("error does not say how to fix it: %v", err)
+	}
+}
+
+func TestServerContextErrorCompactsAndRetries(t *testing.T) {
+	c := &fakeClient{replies: []replyFn{
+		failWith(&llm.Error{Kind: llm.KindContextExceeded, StatusCode: 400, Message: "context size exceeded"}),
+		text("fine"),
+	}}
+	a := newTestAgent(t, c, newMemWorkspace(nil), func(o *Options) { o.ContextTokens = 8000 })
+	if err := a.start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	sys := a.history[0]
+	a.history = conversation(8, 2000)
+	a.history[0] = sys
+	res, err := a.Run(t.Context(), "")
+	if err != nil || res.Text != "fine" {
+		t.Fatalf("res = %+v, err = %v", res, err)
+	}
+	if n := estimateMessages(c.requests()[1].Messages); n > 8000*45/100+a.toolsTok {
+		t.Fatalf("retry still %d tokens", n)
+	}
+}
