@@ -1,0 +1,345 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/localagent/agent/agent"
+	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/agent/llm"
+	"github.com/localagent/agent/agent/session"
+	"github.com/localagent/agent/orchestrator/store"
+	"github.com/localagent/agent/sandbox"
+	"github.com/localagent/agent/sandbox/toolbox"
+)
+
+// ErrInterrupted is returned by Execute when ctx was cancelled: the task is
+// recorded as interrupted and can be resumed.
+var ErrInterrupted = errors.New("task interrupted")
+
+// preflightSandbox checks what creating the sandbox needs (engine, image,
+// toolbox) so that a missing piece fails before any task state exists.
+func (o *Orchestrator) preflightSandbox(ctx context.Context, image string) error {
+	if o.opts.Sandbox.Toolbox == "" {
+		return errors.New("no toolbox binary configured: run `make build` (agent-toolbox next to agent) or set sandbox.toolbox")
+	}
+	if err := sandbox.CheckToolbox(o.opts.Sandbox.Toolbox); err != nil {
+		return err
+	}
+	e, err := o.engine(ctx)
+	if err != nil {
+		return err
+	}
+	if image == "" {
+		image = sandbox.DefaultImage
+	}
+	return e.ImagePresent(ctx, image)
+}
+
+// Execute runs the task: sandbox, agent loop, commit, review state. The
+// record is saved at every step. On cancellation the task is left
+// interrupted (its worktree keeps every change) and ErrInterrupted is
+// returned; on an infrastructure failure it is left failed, with its
+// worktree, and can be resumed.
+func (r *Run) Execute(ctx context.Context) error {
+	o, t := r.o, r.Task
+	save := func() {
+		if err := o.store.Save(t); err != nil {
+			o.emit(t, event.Error, "saving the task record: "+err.Error())
+		}
+	}
+	t.State = store.Running
+	if t.Started.IsZero() || !r.resume {
+		t.Started = time.Now().UTC()
+	}
+	save()
+
+	rec, closeLog := r.recorder(save)
+	defer closeLog()
+	sink := event.Tee(o.opts.Sink, rec)
+
+	sb, err := r.startSandbox(ctx, sink)
+	if err != nil {
+		return r.stop(ctx, err, nil)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := sb.Remove(cctx); err == nil {
+			t.SandboxID = ""
+			save()
+		}
+	}()
+
+	ag, prompt, err := r.newAgent(sb, sink)
+	if err != nil {
+		return r.stop(ctx, err, sb)
+	}
+	astart := time.Now()
+	res, runErr := ag.Run(ctx, prompt)
+	_ = ag.Close()
+	t.Timings.Agent += time.Since(astart).Milliseconds()
+	t.Result = res.Text
+	if runErr != nil {
+		return r.stop(ctx, runErr, sb)
+	}
+
+	cstart := time.Now()
+	if err := r.commit(ctx, res); err != nil {
+		return r.stop(ctx, err, sb)
+	}
+	t.Timings.Commit = time.Since(cstart).Milliseconds()
+	t.State = store.Review
+	t.Finished = time.Now().UTC()
+	save()
+	return nil
+}
+
+// stop records why a run ended early.
+func (r *Run) stop(ctx context.Context, err error, sb *sandbox.Sandbox) error {
+	t := r.Task
+	t.Finished = time.Now().UTC()
+	if ctx.Err() != nil {
+		t.State = store.Interrupted
+		t.Error = "interrupted"
+		err = fmt.Errorf("%w: resume it with `agent resume %s`", ErrInterrupted, t.ID)
+	} else {
+		t.State = store.Failed
+		t.Error = err.Error()
+		err = fmt.Errorf("task %s failed: %w (its worktree %s is kept; `agent resume %s` retries, `agent discard %s` removes it)", t.ID, err, t.Worktree, t.ID, t.ID)
+	}
+	if serr := r.o.store.Save(t); serr != nil {
+		return errors.Join(err, serr)
+	}
+	return err
+}
+
+// startSandbox creates the task's sandbox (removing a stale one left by a
+// killed run) and waits until the first tool call can be served.
+func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandbox, error) {
+	o, t := r.o, r.Task
+	e, err := o.engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if t.SandboxID != "" {
+		_ = e.Remove(ctx, t.SandboxID)
+		t.SandboxID = ""
+	}
+	spec := o.sandboxSpec(t)
+	sstart := time.Now()
+	sb, err := e.Create(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("creating the sandbox: %w", err)
+	}
+	t.SandboxID = sb.ID
+	if err := o.store.Save(t); err != nil {
+		_ = sb.Remove(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	if sb.Notice != "" {
+		sink.Emit(event.Event{Time: time.Now(), Kind: event.Notice, Task: t.ID, Text: sb.Notice})
+	}
+	// The first tool call is ready when the toolbox answers a ping.
+	if _, err := sb.Tool(ctx, toolbox.OpPing, nil); err != nil {
+		_ = sb.Remove(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("sandbox toolbox: %w", err)
+	}
+	t.Timings.Sandbox = time.Since(sstart).Milliseconds()
+	t.Timings.Ready = time.Since(r.begin).Milliseconds()
+	sink.Emit(event.Event{Time: time.Now(), Kind: event.Progress, Task: t.ID, State: "ready",
+		Text: fmt.Sprintf("sandbox %s ready (%s image) in %d ms", short(sb.ID), spec.Image, t.Timings.Ready)})
+	return sb, nil
+}
+
+func (o *Orchestrator) sandboxSpec(t *store.Task) sandbox.Spec {
+	spec := o.opts.Sandbox
+	spec.Workspace = t.Worktree
+	spec.Task = t.ID
+	spec.StateID = o.stateID
+	if t.Image != "" {
+		spec.Image = t.Image
+	}
+	labels := map[string]string{}
+	for k, v := range o.opts.Sandbox.Labels {
+		labels[k] = v
+	}
+	spec.Labels = labels
+	spec.Name = "agent-task-" + t.ID + "-" + fmt.Sprint(time.Now().UnixNano()%100000)
+	return spec
+}
+
+// newAgent builds the agent loop for the run; on resume it continues the
+// transcript (with an empty prompt when the transcript already holds it).
+func (r *Run) newAgent(sb *sandbox.Sandbox, sink event.Sink) (*agent.Agent, string, error) {
+	o, t := r.o, r.Task
+	for _, d := range []string{filepath.Dir(t.Session), o.artifactDir(t.ID)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, "", err
+		}
+	}
+	resume := false
+	prompt := t.Prompt
+	if r.resume {
+		if _, msgs, err := session.Load(t.Session); err == nil {
+			resume = true
+			for _, m := range msgs {
+				if m.Role == llm.RoleUser {
+					prompt = ""
+					break
+				}
+			}
+		}
+	}
+	ag, err := agent.New(agent.Options{
+		Client:        r.ep.client,
+		Workspace:     sandboxWorkspace{sb: sb},
+		Model:         modelParam(r.ep),
+		MaxIterations: o.opts.MaxIterations,
+		ContextTokens: r.ep.ctxTokens,
+		Hooks:         o.opts.Hooks,
+		Sink:          sink,
+		SessionPath:   t.Session,
+		Resume:        resume,
+		ArtifactDir:   o.artifactDir(t.ID),
+		Env:           agent.Environment{Offline: true, Branch: t.Branch, BaseCommit: t.StartCommit},
+		Task:          t.ID,
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	if resume {
+		sink.Emit(event.Event{Time: time.Now(), Kind: event.Notice, Task: t.ID, Text: "resuming the task in its worktree " + t.Worktree})
+	}
+	return ag, prompt, nil
+}
+
+// modelParam is the model name sent with requests: what the user asked
+// for, else nothing (the server's own).
+func modelParam(ep *endpoint) string {
+	if ep.scripted {
+		return ""
+	}
+	return ep.model
+}
+
+// commit commits everything the agent left in the worktree.
+func (r *Run) commit(ctx context.Context, res agent.Result) error {
+	o, t := r.o, r.Task
+	repo, err := o.openRepo(ctx, t)
+	if err != nil {
+		return err
+	}
+	wt, err := o.taskWorktree(repo, t)
+	if err != nil {
+		return err
+	}
+	unlock, err := repo.Lock(ctx, o.lockDir())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	id, err := repo.CommitAll(ctx, wt, CommitMessage(t, res.Text))
+	if err != nil {
+		return err
+	}
+	if id != "" {
+		t.Commits = append(t.Commits, id)
+	}
+	return nil
+}
+
+// CommitMessage is the message of a task's commit: the task's first line
+// as the subject, the whole task and the agent's summary as the body, and
+// trailers naming the task and the model.
+func CommitMessage(t *store.Task, summary string) string {
+	subject, _, _ := strings.Cut(t.Prompt, "\n")
+	subject = strings.TrimSpace(subject)
+	if len(subject) > 72 {
+		subject = strings.TrimSpace(cutRunes(subject, 69)) + "..."
+	}
+	var b strings.Builder
+	b.WriteString(subject + "\n\n")
+	if strings.Contains(t.Prompt, "\n") || len(t.Prompt) > 72 {
+		b.WriteString("Task:\n" + t.Prompt + "\n\n")
+	}
+	if s := strings.TrimSpace(summary); s != "" {
+		b.WriteString("Agent summary:\n" + cutRunes(s, 2000) + "\n\n")
+	}
+	b.WriteString("Agent-Task: " + t.ID + "\n")
+	b.WriteString("Agent-Model: " + t.Model + "\n")
+	return b.String()
+}
+
+func cutRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n])
+}
+
+// recorder keeps the task record in step with the agent's events (commands
+// run, tokens) and appends every event to the task's event log.
+func (r *Run) recorder(save func()) (event.Sink, func()) {
+	t := r.Task
+	var mu sync.Mutex
+	var logf *os.File
+	if err := os.MkdirAll(filepath.Dir(t.Events), 0o700); err == nil {
+		logf, _ = os.OpenFile(t.Events, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	}
+	pending := map[string]string{} // call id -> command
+	sink := event.SinkFunc(func(e event.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if e.Time.IsZero() {
+			e.Time = time.Now()
+		}
+		if e.Task == "" {
+			e.Task = t.ID
+		}
+		if logf != nil && e.Kind != event.TextDelta && e.Kind != event.ThinkingDelta {
+			if b, err := json.Marshal(e); err == nil {
+				_, _ = logf.Write(append(b, '\n'))
+			}
+		}
+		switch e.Kind {
+		case event.ToolStarted:
+			if e.Tool == toolbox.ToolBash && e.Agent == "" {
+				var a struct {
+					Command string `json:"command"`
+				}
+				_ = json.Unmarshal([]byte(e.Args), &a)
+				if a.Command == "" {
+					a.Command = e.Args
+				}
+				pending[e.CallID] = a.Command
+			}
+		case event.ToolFinished:
+			if cmd, ok := pending[e.CallID]; ok {
+				delete(pending, e.CallID)
+				if len(t.Commands) < store.MaxCommands {
+					t.Commands = append(t.Commands, store.Command{
+						Command: cmd, ExitCode: e.ExitCode, DurationMS: e.Duration.Milliseconds(),
+					})
+				}
+				save()
+			}
+		case event.Usage:
+			t.Tokens.Prompt += e.PromptTokens
+			t.Tokens.Completion += e.CompletionTokens
+		}
+	})
+	return sink, func() {
+		if logf != nil {
+			_ = logf.Close()
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package orchestrator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/localagent/agent/agent"
+	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/orchestrator/store"
+	"github.com/localagent/agent/orchestrator/worktree"
+	"github.com/localagent/agent/sandbox"
+)
+
+// Options configure an Orchestrator. StateDir and Engine are required.
+type Options struct {
+	// StateDir holds task records, worktrees, sessions, logs and locks.
+	StateDir string
+	// Engine connects to Docker. It is called only by operations that need
+	// containers, so listing tasks or showing a diff works without a daemon.
+	Engine func(ctx context.Context) (*sandbox.Engine, error)
+	// Sandbox is the template of every task's sandbox (image, toolbox,
+	// limits, runtime, extra labels); Workspace, Task and StateID are set
+	// per task.
+	Sandbox sandbox.Spec
+	// Sink receives the events of tasks run by this orchestrator.
+	Sink event.Sink
+	// MaxIterations bounds model requests per run (0: the agent's default).
+	MaxIterations int
+	// Hooks run inside the sandbox.
+	Hooks agent.Hooks
+	// LLMPort is the port of the managed llama-server, used when a task
+	// names no endpoint.
+	LLMPort int
+	// APIKey is sent to the LLM endpoint when set.
+	APIKey string
+}
+
+// Orchestrator runs and manages tasks of one state directory.
+type Orchestrator struct {
+	opts    Options
+	store   *store.Store
+	stateID string
+
+	engOnce sync.Once
+	eng     *sandbox.Engine
+	engErr  error
+}
+
+// New opens the state directory.
+func New(opts Options) (*Orchestrator, error) {
+	if opts.StateDir == "" {
+		return nil, errors.New("orchestrator: no state directory")
+	}
+	abs, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	opts.StateDir = abs
+	if opts.Sink == nil {
+		opts.Sink = event.Discard
+	}
+	st, err := store.Open(filepath.Join(abs, "tasks"))
+	if err != nil {
+		return nil, err
+	}
+	return &Orchestrator{opts: opts, store: st, stateID: StateID(abs)}, nil
+}
+
+// StateID is the value of sandbox.LabelState for a state directory: every
+// container a state directory's tasks create carries it, and gc only ever
+// removes containers that carry its own.
+func StateID(stateDir string) string {
+	sum := sha256.Sum256([]byte(filepath.Clean(stateDir)))
+	return hex.EncodeToString(sum[:6])
+}
+
+// Store is the task store.
+func (o *Orchestrator) Store() *store.Store { return o.store }
+
+// StateDir is the absolute state directory.
+func (o *Orchestrator) StateDir() string { return o.opts.StateDir }
+
+func (o *Orchestrator) engine(ctx context.Context) (*sandbox.Engine, error) {
+	o.engOnce.Do(func() {
+		if o.opts.Engine == nil {
+			o.engErr = errors.New("orchestrator: no Docker engine configured")
+			return
+		}
+		o.eng, o.engErr = o.opts.Engine(ctx)
+	})
+	return o.eng, o.engErr
+}
+
+func (o *Orchestrator) worktreePath(id string) string {
+	return filepath.Join(o.opts.StateDir, "worktrees", id)
+}
+func (o *Orchestrator) sessionPath(id string) string {
+	return filepath.Join(o.opts.StateDir, "sessions", id+".jsonl")
+}
+func (o *Orchestrator) eventsPath(id string) string {
+	return filepath.Join(o.opts.StateDir, "logs", id+".events.jsonl")
+}
+func (o *Orchestrator) artifactDir(id string) string {
+	return filepath.Join(o.opts.StateDir, "artifacts", id)
+}
+func (o *Orchestrator) lockDir() string { return filepath.Join(o.opts.StateDir, "locks") }
+
+// Task resolves a task id, unique id prefix or branch name.
+func (o *Orchestrator) Task(ref string) (*store.Task, error) {
+	return o.store.Resolve(ref)
+}
+
+// openRepo opens a task's repository by its recorded checkout.
+func (o *Orchestrator) openRepo(ctx context.Context, t *store.Task) (*worktree.Repo, error) {
+	r, err := worktree.Open(ctx, t.Repo)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: repository %s: %w", t.ID, t.Repo, err)
+	}
+	if filepath.Clean(r.CommonDir) != filepath.Clean(t.RepoGitDir) {
+		return nil, fmt.Errorf("task %s: %s is now a different repository (git dir %s, recorded %s)", t.ID, t.Repo, r.CommonDir, t.RepoGitDir)
+	}
+	return r, nil
+}
+
+// taskWorktree returns the task's worktree handle.
+func (o *Orchestrator) taskWorktree(r *worktree.Repo, t *store.Task) (*worktree.Worktree, error) {
+	return r.Attach(worktree.Worktree{Path: t.Worktree, GitDir: t.WorktreeGit, Branch: t.Branch})
+}
+
+// insideStateDir reports whether path is inside the state directory (a
+// task worktree must never be used as a repository: its .git, if any, was
+// written by an agent).
+func (o *Orchestrator) insideStateDir(path string) bool {
+	rel, err := filepath.Rel(o.opts.StateDir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}

@@ -1,0 +1,175 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/localagent/agent/orchestrator/store"
+	"github.com/localagent/agent/orchestrator/worktree"
+)
+
+// Review is what a user needs to decide about a task.
+type Review struct {
+	Task   string `json:"task"`
+	Prompt string `json:"prompt"`
+	State  string `json:"state"`
+	Branch string `json:"branch"`
+	// Base is the branch (or commit) the task started from and would merge into.
+	Base       string `json:"base"`
+	BaseBranch string `json:"base_branch,omitempty"`
+	// BaseMoved is set when the base branch has new commits since the task
+	// started (merge is tried first; a conflict is reported).
+	BaseMoved bool              `json:"base_moved,omitempty"`
+	Commits   []worktree.Commit `json:"commits"`
+	Stat      worktree.Stat     `json:"stat"`
+	// Unmerged counts the task's commits not in the base branch.
+	Unmerged int `json:"unmerged"`
+	// Uncommitted lists files changed in the worktree but not committed.
+	Uncommitted []string        `json:"uncommitted,omitempty"`
+	Commands    []store.Command `json:"commands"`
+	// Tests is the last test command the agent ran, nil when it ran none.
+	Tests *TestRun `json:"tests,omitempty"`
+	// Warnings are things the user should know before merging.
+	Warnings []string     `json:"warnings,omitempty"`
+	Result   string       `json:"result,omitempty"`
+	Model    string       `json:"model,omitempty"`
+	Tokens   store.Tokens `json:"tokens"`
+	Worktree string       `json:"worktree"`
+}
+
+// TestRun is a test command found among the commands the agent ran.
+type TestRun struct {
+	Command  string `json:"command"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Passed   bool   `json:"passed"`
+	// Runs counts the test commands run in all.
+	Runs int `json:"runs"`
+}
+
+// testCommand matches the usual ways to run a project's tests.
+var testCommand = regexp.MustCompile(`(^|[\s;&|(])(` + `go\s+test|gotestsum|` +
+	`(python[0-9.]*\s+-m\s+)?(pytest|unittest|nose2?|tox)|` +
+	`(npm|pnpm|yarn|bun)\s+(run\s+)?test|npx\s+(jest|vitest|mocha)|jest|vitest|mocha|` +
+	`cargo\s+(test|nextest)|make(\s+-\S+)*\s+(test|check|tests)|ctest|meson\s+test|ninja\s+test|` +
+	`mvn\s+(\S+\s+)*test|gradle\w*\s+test|\./gradlew\s+test|` +
+	`(bundle\s+exec\s+)?(rspec|rake\s+test)|dotnet\s+test|mix\s+test|phpunit|bats|` +
+	`(\./|sh\s+|bash\s+)\S*test\S*\.sh|deno\s+test|zig\s+build\s+test|swift\s+test` +
+	`)(\s|$|;|&|\|)`)
+
+// IsTestCommand reports whether a shell command runs tests.
+func IsTestCommand(cmd string) bool { return testCommand.MatchString(cmd) }
+
+// DetectTests finds the test commands among cmds: nil when none ran, else
+// the last one (its exit code says whether the tests passed at the end).
+func DetectTests(cmds []store.Command) *TestRun {
+	var tr *TestRun
+	n := 0
+	for _, c := range cmds {
+		if !IsTestCommand(c.Command) {
+			continue
+		}
+		n++
+		tr = &TestRun{Command: c.Command, ExitCode: c.ExitCode, Passed: c.ExitCode != nil && *c.ExitCode == 0}
+	}
+	if tr != nil {
+		tr.Runs = n
+	}
+	return tr
+}
+
+// Review summarises a task for the decision.
+func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, error) {
+	repo, err := o.openRepo(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	rv := &Review{
+		Task: t.ID, Prompt: t.Prompt, State: string(t.State), Branch: t.Branch,
+		Base: describeBase(t), BaseBranch: t.BaseBranch, Commands: t.Commands,
+		Tests: DetectTests(t.Commands), Result: t.Result, Model: t.Model, Tokens: t.Tokens,
+		Worktree: t.Worktree,
+	}
+	tip, err := repo.BranchTip(ctx, t.Branch)
+	if err != nil {
+		return nil, err
+	}
+	if tip == "" {
+		return rv, fmt.Errorf("task %s: its branch %s no longer exists", t.ID, t.Branch)
+	}
+	if rv.Commits, err = repo.Log(ctx, t.BaseCommit, tip); err != nil {
+		return nil, err
+	}
+	if rv.Stat, err = repo.DiffStat(ctx, t.BaseCommit, tip); err != nil {
+		return nil, err
+	}
+	into := t.BaseCommit
+	if t.BaseBranch != "" {
+		bt, err := repo.BranchTip(ctx, t.BaseBranch)
+		if err != nil {
+			return nil, err
+		}
+		if bt == "" {
+			rv.Warnings = append(rv.Warnings, fmt.Sprintf("the base branch %s no longer exists", t.BaseBranch))
+		} else {
+			into = bt
+			rv.BaseMoved = bt != t.BaseCommit
+		}
+	} else {
+		rv.Warnings = append(rv.Warnings, fmt.Sprintf("the base %s is not a branch: there is nothing to merge into; keep the branch and merge it yourself", t.BaseRef))
+	}
+	if rv.Unmerged, err = repo.CountCommits(ctx, into, tip); err != nil {
+		return nil, err
+	}
+	if wt, err := o.taskWorktree(repo, t); err == nil && wt.Exists() {
+		if rv.Uncommitted, err = repo.Changes(ctx, wt); err != nil {
+			return nil, err
+		}
+		// A .git the agent planted is never used by agent (host git always
+		// gets explicit paths) and never committed, but a user running
+		// plain git in that directory would run whatever it configures.
+		if _, err := os.Lstat(filepath.Join(wt.Path, ".git")); err == nil {
+			rv.Warnings = append(rv.Warnings, fmt.Sprintf("the agent wrote a .git into its workspace (%s/.git); it was not committed and agent never uses it, but do not run git inside that directory yourself: inspect the task with `agent diff %s`", wt.Path, t.ID))
+		}
+	}
+	if rv.Tests == nil {
+		rv.Warnings = append(rv.Warnings, "the agent ran no tests")
+	} else if !rv.Tests.Passed {
+		rv.Warnings = append(rv.Warnings, "the last test run failed: "+rv.Tests.Command)
+	}
+	return rv, nil
+}
+
+// Diff writes the task's changes against its base: the committed branch,
+// then, for a task that is not finished, the worktree's uncommitted
+// changes to tracked files.
+func (o *Orchestrator) Diff(ctx context.Context, t *store.Task, w io.Writer) error {
+	repo, err := o.openRepo(ctx, t)
+	if err != nil {
+		return err
+	}
+	tip, err := repo.BranchTip(ctx, t.Branch)
+	if err != nil {
+		return err
+	}
+	if tip == "" {
+		if t.MergeCommit != "" {
+			return repo.Diff(ctx, t.BaseCommit, t.MergeCommit, w)
+		}
+		return fmt.Errorf("task %s: its branch %s no longer exists (task %s)", t.ID, t.Branch, t.State)
+	}
+	if wt, err := o.taskWorktree(repo, t); err == nil && wt.Exists() {
+		ch, err := repo.Changes(ctx, wt)
+		if err != nil {
+			return err
+		}
+		if len(ch) > 0 {
+			// Committed and uncommitted work together, against the base.
+			return repo.DiffWorktree(ctx, wt, t.BaseCommit, w)
+		}
+	}
+	return repo.Diff(ctx, t.BaseCommit, tip, w)
+}

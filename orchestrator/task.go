@@ -1,0 +1,275 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/orchestrator/store"
+	"github.com/localagent/agent/orchestrator/worktree"
+)
+
+// TaskOptions describe a new task.
+type TaskOptions struct {
+	Prompt string
+	// RepoDir is a directory inside the user's checkout ("" = working directory).
+	RepoDir string
+	// Base is the ref the task branches from ("" = HEAD).
+	Base string
+	// IncludeUncommitted starts from a snapshot of the checkout's
+	// uncommitted changes instead of the base commit alone.
+	IncludeUncommitted bool
+	// LLM is "script:FILE", a URL, or "" for the managed llama-server.
+	LLM string
+	// Model is the model name sent to the server ("" = the server's).
+	Model string
+	// Image overrides the sandbox image.
+	Image string
+}
+
+// Run is a task being worked on by this process. Close it when done.
+type Run struct {
+	o       *Orchestrator
+	Task    *store.Task
+	ep      *endpoint
+	release func()
+	begin   time.Time
+	resume  bool
+}
+
+// Close releases the task's claim and the model endpoint.
+func (r *Run) Close() {
+	if r.ep != nil {
+		r.ep.close()
+	}
+	if r.release != nil {
+		r.release()
+		r.release = nil
+	}
+}
+
+// Model is the model the run talks to.
+func (r *Run) Model() string { return r.ep.model }
+
+// NewTask checks the inputs (repository, base, model endpoint, image,
+// toolbox) and only then creates the task branch, its worktree and its
+// record, under the repository lock. Bad input creates nothing.
+func (o *Orchestrator) NewTask(ctx context.Context, opts TaskOptions) (_ *Run, err error) {
+	begin := time.Now()
+	prompt := strings.TrimSpace(opts.Prompt)
+	if prompt == "" {
+		return nil, errors.New("the task prompt is empty: say what the agent should do")
+	}
+	dir := opts.RepoDir
+	if dir == "" {
+		if dir, err = os.Getwd(); err != nil {
+			return nil, err
+		}
+	}
+	if abs, err := filepath.Abs(dir); err == nil && o.insideStateDir(abs) {
+		return nil, fmt.Errorf("%s is inside the agent's state directory (a task worktree): run tasks from your own checkout", abs)
+	}
+	repo, err := worktree.Open(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	if o.insideStateDir(repo.Root) {
+		return nil, fmt.Errorf("%s is inside the agent's state directory (a task worktree): run tasks from your own checkout", repo.Root)
+	}
+	base, err := repo.ResolveBase(ctx, opts.Base)
+	if err != nil {
+		return nil, err
+	}
+	image := opts.Image
+	if image == "" {
+		image = o.opts.Sandbox.Image
+	}
+	if err := o.preflightSandbox(ctx, image); err != nil {
+		return nil, err
+	}
+	ep, err := o.openLLM(ctx, opts.LLM, opts.Model)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			ep.close()
+		}
+	}()
+
+	unlock, err := repo.Lock(ctx, o.lockDir())
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	id, err := o.store.NewID()
+	if err != nil {
+		return nil, err
+	}
+	release, err := o.store.Claim(id)
+	if err != nil {
+		_ = o.store.Delete(id)
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			release()
+			_ = o.store.Delete(id)
+		}
+	}()
+	now := time.Now().UTC()
+	t := &store.Task{
+		ID: id, Prompt: prompt, State: store.Created,
+		Repo: repo.Root, RepoGitDir: repo.CommonDir,
+		BaseRef: base.Ref, BaseBranch: base.Branch, BaseCommit: base.Commit, StartCommit: base.Commit,
+		Branch: "agent/" + Slug(prompt) + "-" + id,
+		Image:  image, LLM: opts.LLM, Model: ep.model, PID: os.Getpid(),
+		Session: o.sessionPath(id), Events: o.eventsPath(id),
+		Created: now,
+	}
+	if err := repo.CheckBranchName(ctx, t.Branch); err != nil {
+		t.Branch = "agent/task-" + id
+	}
+
+	dirty, err := repo.Dirty(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(dirty) > 0 {
+		if opts.IncludeUncommitted {
+			snap, err := repo.Snapshot(ctx, base, "Snapshot of uncommitted changes\n\nThe task started from these changes on top of "+short(base.Commit)+".\n\nAgent-Task: "+id+"\n")
+			if err != nil {
+				return nil, err
+			}
+			t.StartCommit = snap
+			o.emit(t, event.Notice, fmt.Sprintf("your checkout has %d uncommitted change(s); the task starts from a snapshot of them (commit %s on its branch)", len(dirty), short(snap)))
+		} else {
+			o.emit(t, event.Notice, fmt.Sprintf("your checkout has %d uncommitted change(s); they are left alone and the task starts from the base commit %s (pass --include-uncommitted to start from them)", len(dirty), short(base.Commit)))
+		}
+	}
+
+	wstart := time.Now()
+	wt, err := repo.Add(ctx, worktree.AddOptions{Path: o.worktreePath(id), Branch: t.Branch, Start: t.StartCommit, Reason: "agent task " + id})
+	if err != nil {
+		return nil, err
+	}
+	t.Worktree, t.WorktreeGit = wt.Path, wt.GitDir
+	t.Timings.Worktree = time.Since(wstart).Milliseconds()
+	if err := o.store.Save(t); err != nil {
+		cctx := context.WithoutCancel(ctx)
+		_ = repo.Remove(cctx, wt)
+		_ = repo.DeleteBranch(cctx, t.Branch, "")
+		return nil, err
+	}
+	o.emit(t, event.Progress, fmt.Sprintf("task %s: branch %s from %s, worktree %s", id, t.Branch, describeBase(t), wt.Path))
+	return &Run{o: o, Task: t, ep: ep, release: release, begin: begin}, nil
+}
+
+// ResumeOptions say how to continue a task.
+type ResumeOptions struct {
+	// LLM overrides the task's recorded endpoint ("" keeps it).
+	LLM   string
+	Model string
+}
+
+// Resume claims an interrupted or failed task to continue it in the same
+// worktree with the same transcript.
+func (o *Orchestrator) Resume(ctx context.Context, ref string, opts ResumeOptions) (_ *Run, err error) {
+	begin := time.Now()
+	t, err := o.store.Resolve(ref)
+	if err != nil {
+		return nil, err
+	}
+	release, err := o.store.Claim(t.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
+	switch t.State {
+	case store.Running, store.Created, store.Interrupted, store.Failed:
+	default:
+		return nil, fmt.Errorf("task %s is %s, not interrupted: nothing to resume (see `agent tasks`)", t.ID, t.State)
+	}
+	repo, err := o.openRepo(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := o.taskWorktree(repo, t); err != nil {
+		return nil, err
+	}
+	if err := o.preflightSandbox(ctx, t.Image); err != nil {
+		return nil, err
+	}
+	spec := t.LLM
+	if opts.LLM != "" {
+		spec = opts.LLM
+	}
+	model := opts.Model
+	if model == "" && !strings.HasPrefix(spec, ScriptPrefix) && spec == t.LLM {
+		model = t.Model
+	}
+	ep, err := o.openLLM(ctx, spec, model)
+	if err != nil {
+		return nil, err
+	}
+	t.LLM, t.Model, t.PID, t.Error = spec, ep.model, os.Getpid(), ""
+	return &Run{o: o, Task: t, ep: ep, release: release, begin: begin, resume: true}, nil
+}
+
+func (o *Orchestrator) emit(t *store.Task, kind event.Kind, text string) {
+	o.opts.Sink.Emit(event.Event{Time: time.Now(), Kind: kind, Task: t.ID, Text: text})
+}
+
+func describeBase(t *store.Task) string {
+	if t.BaseBranch != "" {
+		return t.BaseBranch + " (" + short(t.BaseCommit) + ")"
+	}
+	return short(t.BaseCommit)
+}
+
+func short(id string) string {
+	if len(id) > 10 {
+		return id[:10]
+	}
+	return id
+}
+
+// Slug turns a prompt into a short branch-name part: lower-case words
+// joined by dashes, at most 32 characters.
+func Slug(prompt string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(prompt) {
+		if r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			dash = false
+			b.WriteRune(r)
+			if b.Len() >= 32 {
+				break
+			}
+			continue
+		}
+		dash = true
+	}
+	s := strings.Trim(b.String(), "-")
+	if len(s) > 32 {
+		s = strings.Trim(s[:32], "-")
+	}
+	if s == "" {
+		return "task"
+	}
+	return s
+}

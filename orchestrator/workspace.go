@@ -1,0 +1,36 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/localagent/agent/agent"
+	"github.com/localagent/agent/sandbox"
+)
+
+// sandboxWorkspace is the agent's Workspace over a sandbox: every tool call
+// goes through the Docker exec API into the container (invariant 1); the
+// host never opens workspace files for the agent.
+type sandboxWorkspace struct {
+	sb *sandbox.Sandbox
+}
+
+var _ agent.Workspace = sandboxWorkspace{}
+
+// Call runs one workspace tool in the sandbox.
+func (w sandboxWorkspace) Call(ctx context.Context, tool string, args json.RawMessage) (agent.ToolResult, error) {
+	resp, err := w.sb.Tool(ctx, tool, args)
+	if err != nil {
+		return agent.ToolResult{}, err
+	}
+	return agent.ToolResult{
+		Output:    resp.Output,
+		IsError:   resp.IsError,
+		ExitCode:  resp.ExitCode,
+		TimedOut:  resp.TimedOut,
+		OOMKilled: resp.OOMKilled,
+		Truncated: resp.Truncated,
+		Duration:  time.Duration(resp.DurationMS) * time.Millisecond,
+	}, nil
+}
