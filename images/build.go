@@ -288,17 +288,19 @@ func readImportStream(r io.Reader) (string, error) {
 	}
 }
 
-// runOnce runs cmd in a throw-away, network-less container from ref and
-// returns its combined output; a non-zero exit is an error carrying the
-// output.
+// runOnce runs cmd in a throw-away container from ref, hardened the way
+// sandboxes are (nobody's uid, no network, no capabilities, read-only
+// root), so an image that only works as root fails here rather than in
+// the first task. It returns the combined output; a non-zero exit is an
+// error carrying the output.
 func runOnce(ctx context.Context, eng Engine, ref string, cmd []string, labels map[string]string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	lbl := map[string]string{LabelBuild: "verify"}
+	lbl := map[string]string{LabelManaged: "true", LabelKind: KindImageCheck}
 	for k, v := range labels {
 		lbl[k] = v
 	}
-	c, err := eng.ContainerCreate(ctx, &container.Config{Image: ref, Cmd: cmd, Labels: lbl, NetworkDisabled: true},
+	c, err := eng.ContainerCreate(ctx, &container.Config{Image: ref, Cmd: cmd, Labels: lbl, NetworkDisabled: true, User: "65534:65534"},
 		&container.HostConfig{
 			NetworkMode:    "none",
 			CapDrop:        []string{"ALL"},

@@ -28,6 +28,14 @@ const (
 	// LabelTest marks resources a test created, with a value unique to
 	// that test, so cleanup removes exactly what the test made.
 	LabelTest = "dev.localagent.test"
+	// LabelManaged and LabelKind are the project-wide keys every
+	// container carries (the same strings the sandbox package uses; this
+	// package imports nothing of the project). They are set on the
+	// short-lived container that checks a new image.
+	LabelManaged = "dev.localagent.managed"
+	LabelKind    = "dev.localagent.kind"
+	// KindImageCheck is the LabelKind of that container.
+	KindImageCheck = "image-check"
 )
 
 // Names of the images, as `agent images build NAME` takes them.
