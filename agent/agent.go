@@ -9,6 +9,7 @@ import (
 	"github.com/localagent/agent/agent/event"
 	"github.com/localagent/agent/agent/llm"
 	"github.com/localagent/agent/agent/session"
+	"github.com/localagent/agent/agent/toolparse"
 )
 
 // ToolMode says how tool calls are exchanged with the model.
@@ -153,6 +154,7 @@ type Agent struct {
 	tokens    tokenCounter
 	toolsTok  int // estimated tokens of the tools parameter
 	nextID    int // for call ids the server did not give
+	parser    *toolparse.Parser
 }
 
 // New checks opts, fills in defaults and opens the session transcript.
@@ -205,6 +207,7 @@ func New(opts Options) (*Agent, error) {
 	a.runner.hooks = opts.Hooks
 	a.runner.hookSink = a.hookEvent
 	a.toolsTok = estimateTools(a.runner.names())
+	a.parser = toolparse.New(a.runner.names()...)
 	return a, nil
 }
 

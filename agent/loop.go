@@ -142,7 +142,7 @@ func (a *Agent) run(ctx context.Context, prompt string, res *Result) error {
 			return err
 		}
 		if len(msg.ToolCalls) == 0 {
-			if !nudged && looksLikeAction(msg.Content) {
+			if !nudged && a.looksLikeAction(msg.Content) {
 				nudged = true
 				nudge := nudgeNative
 				if a.mode == ToolModeText {
@@ -323,20 +323,20 @@ func (a *Agent) reply(ctx context.Context, res *Result) (llm.Message, error) {
 			if len(msg.ToolCalls) == 0 {
 				// Some servers pass a model's own tool-call markup through
 				// as text; take the calls rather than lose them.
-				if calls, _ := parseTextCalls(msg.Content); len(calls) > 0 {
+				if calls, _ := a.parseText(msg.Content); len(calls) > 0 {
 					msg.ToolCalls = calls
 				}
 			}
 		} else {
 			msg.ToolCalls = nil
-			calls, cut := parseTextCalls(msg.Content)
+			calls, cut := a.parseText(msg.Content)
 			if cut {
 				more, err := a.continuation(ctx, req, msg, res)
 				if err != nil {
 					return llm.Message{}, err
 				}
 				msg.Content += more
-				calls, _ = parseTextCalls(msg.Content)
+				calls, _ = a.parseText(msg.Content)
 			}
 			msg.ToolCalls = calls
 		}

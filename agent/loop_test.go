@@ -188,7 +188,7 @@ func TestNudgeOnce(t *testing.T) {
 		{"Let me look at the main file:", true},
 		{"I'll run the tests now...", true},
 		{"```bash\ngo test ./...\n```", true},
-		{`{"name": "read_file", "arguments": {"path": "x"}}`, true},
+		{`{"name": "read_file", "arguments": {"path": "x"}`, true},
 		{"<tool_call>{broken json</tool_call>", true},
 		{"Done: I changed main.go and the tests pass.", false},
 		{"Let me know if you need anything else.", false},
