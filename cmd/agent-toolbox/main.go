@@ -78,7 +78,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// workspace is clearer to the model from there.
 		fmt.Fprintf(stderr, "agent-toolbox: workspace %s is not a directory\n", *root)
 	}
-	srv := &toolbox.Server{Root: *root, Limits: toolbox.Limits{OutputBytes: *maxOutput}}
+	// The binary starts no other children, so it may end every orphan.
+	srv := &toolbox.Server{Root: *root, Limits: toolbox.Limits{OutputBytes: *maxOutput}, KillOrphans: true}
 
 	// A closed stdout must become a write error (the session then cancels
 	// its commands), not a silent death by SIGPIPE that leaves them running.

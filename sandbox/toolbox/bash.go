@@ -80,7 +80,7 @@ func (s *Server) run(ctx context.Context, shell, command string, timeout time.Du
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
 	oomBefore := s.oomKills()
-	err = cmd.Start()
+	err = s.startShell(cmd)
 	pw.Close()
 	if err != nil {
 		pr.Close()
@@ -123,6 +123,7 @@ func (s *Server) run(ctx context.Context, shell, command string, timeout time.Du
 	_ = pr.SetReadDeadline(time.Now().Add(drainGrace))
 	<-readDone
 	pr.Close()
+	s.shellDone(pgid)
 
 	code, signal := exitStatus(cmd.ProcessState)
 	oom := !timedOut && !cancelled &&

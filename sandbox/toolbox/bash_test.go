@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// procsWith lists the processes whose command line contains marker, by
-// scanning /proc as the toolbox itself does.
+// procsWith lists the live "sleep MARKER" processes, by scanning /proc as
+// the toolbox itself does.
 func procsWith(t *testing.T, marker string) []string {
 	t.Helper()
 	names, err := filepath.Glob("/proc/[0-9]*/cmdline")
@@ -23,11 +23,11 @@ func procsWith(t *testing.T, marker string) []string {
 	var found []string
 	for _, n := range names {
 		b, err := os.ReadFile(n)
-		if err != nil || !bytes.Contains(b, []byte(marker)) {
+		if err != nil || !bytes.HasPrefix(b, []byte("sleep\x00"+marker+"\x00")) {
 			continue
 		}
 		pid := filepath.Base(filepath.Dir(n))
-		if st, _, ok := procStat(pid); ok && st != 'Z' {
+		if st, _, _, ok := procStat(pid); ok && st != 'Z' {
 			found = append(found, pid+": "+string(bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
 		}
 	}
@@ -280,5 +280,38 @@ func TestCapBuffer(t *testing.T) {
 	b.Write([]byte("ééééééééé")) // 18 bytes
 	if s, _ := b.String(); s != "é\n[... 8 bytes of output omitted ...]\néééé" {
 		t.Errorf("got %q", s)
+	}
+}
+
+func TestBashDetachedProcessDoesNotSurvive(t *testing.T) {
+	sleep, marker := uniqueSleep(t)
+	// Control: a process that leaves the command's process group (setsid)
+	// escapes the group kill and outlives a naive run.
+	runNaive(t, "setsid "+sleep+" > /dev/null 2>&1 &")
+	t.Cleanup(func() { killMarked(t, marker) })
+	deadline := time.Now().Add(2 * time.Second)
+	for len(procsWith(t, marker)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(procsWith(t, marker)) == 0 {
+		t.Fatal("control: the detached process did not survive a naive run")
+	}
+	killMarked(t, marker)
+
+	s := newTestServer(t)
+	s.KillOrphans = true
+	for _, command := range []string{
+		"setsid " + sleep + " & echo ok",
+		"(setsid " + sleep + " > /dev/null 2>&1 &); echo ok",
+	} {
+		start := time.Now()
+		r := call(t, s, ToolBash, BashArgs{Command: command})
+		check(t, r, false, "ok")
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("%s: took %v", command, d)
+		}
+		if left := procsWith(t, marker); len(left) > 0 {
+			t.Errorf("%s: a detached process survived the call: %v", command, left)
+		}
 	}
 }

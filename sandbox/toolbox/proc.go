@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -55,7 +57,7 @@ func groupAlive(pgid int) bool {
 		if name[0] < '0' || name[0] > '9' {
 			continue
 		}
-		state, pg, ok := procStat(name)
+		state, _, pg, ok := procStat(name)
 		if ok && pg == pgid && state != 'Z' && state != 'X' {
 			return true
 		}
@@ -63,28 +65,119 @@ func groupAlive(pgid int) bool {
 	return false
 }
 
-// procStat reads the state and process group of /proc/PID/stat. The
-// command name may hold spaces and parentheses, so fields are counted from
-// the last ')'.
-func procStat(pid string) (state byte, pgrp int, ok bool) {
+// procStat reads the state, parent and process group of /proc/PID/stat.
+// The command name may hold spaces and parentheses, so fields are counted
+// from the last ')'.
+func procStat(pid string) (state byte, ppid, pgrp int, ok bool) {
 	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	f := bytes.Fields(b[i+1:])
 	// state ppid pgrp ...
 	if len(f) < 3 || len(f[0]) != 1 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
-	pg, err := strconv.Atoi(string(f[2]))
+	pp, err1 := strconv.Atoi(string(f[1]))
+	pg, err2 := strconv.Atoi(string(f[2]))
+	if err1 != nil || err2 != nil {
+		return 0, 0, 0, false
+	}
+	return f[0][0], pp, pg, true
+}
+
+var subreaperOnce sync.Once
+
+// startShell starts a command's shell and records it as running. Starting
+// and sweeping orphans share a lock, so a sweep never mistakes a shell
+// that was just forked for an orphan.
+func (s *Server) startShell(cmd *exec.Cmd) error {
+	if s.KillOrphans {
+		subreaperOnce.Do(func() {
+			// PR_SET_CHILD_SUBREAPER: orphans of our descendants become our
+			// children instead of init's, where we can find and end them.
+			_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, 36, 1, 0)
+		})
+	}
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if s.shells == nil {
+		s.shells = map[int]struct{}{}
+	}
+	s.shells[cmd.Process.Pid] = struct{}{}
+	return nil
+}
+
+// shellDone records that a command's shell was reaped and, when it was the
+// last running command, ends every orphan left behind.
+func (s *Server) shellDone(pid int) {
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
+	delete(s.shells, pid)
+	if s.KillOrphans && len(s.shells) == 0 {
+		killOrphans()
+	}
+}
+
+// killOrphans SIGKILLs and reaps every child of this process, repeatedly:
+// killing an orphan re-parents its own children to us. With no command
+// running, every child is an orphan that escaped its command's group.
+func killOrphans() {
+	self := os.Getpid()
+	deadline := time.Now().Add(killGroupFor)
+	for time.Now().Before(deadline) {
+		kids := childrenOf(self)
+		if len(kids) == 0 {
+			return
+		}
+		for _, k := range kids {
+			if !k.zombie {
+				_ = syscall.Kill(k.pid, syscall.SIGKILL)
+			}
+		}
+		for _, k := range kids {
+			var ws syscall.WaitStatus
+			_, _ = syscall.Wait4(k.pid, &ws, syscall.WNOHANG, nil)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+type child struct {
+	pid    int
+	zombie bool
+}
+
+func childrenOf(ppid int) []child {
+	d, err := os.Open("/proc")
 	if err != nil {
-		return 0, 0, false
+		return nil
 	}
-	return f[0][0], pg, true
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil
+	}
+	var kids []child
+	for _, name := range names {
+		if name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		state, pp, _, ok := procStat(name)
+		if !ok || pp != ppid {
+			continue
+		}
+		pid, _ := strconv.Atoi(name)
+		kids = append(kids, child{pid: pid, zombie: state == 'Z'})
+	}
+	return kids
 }
 
 // oomKills returns the memory cgroup's count of out-of-memory kills, or -1

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -92,6 +93,17 @@ type Server struct {
 	// to tell an out-of-memory kill from any other SIGKILL; empty means
 	// /sys/fs/cgroup.
 	CgroupDir string
+	// KillOrphans makes the process a child subreaper, so that processes a
+	// command detached from its process group (setsid, a daemon's double
+	// fork) are re-parented to it instead of to the container's init, and
+	// kills them whenever no command is running: nothing a call started
+	// outlives it. Set it only in a process whose children are all started
+	// by this Server (the agent-toolbox binary): it kills and reaps any
+	// other child too.
+	KillOrphans bool
+
+	procMu sync.Mutex
+	shells map[int]struct{} // process ids of the running commands' shells
 }
 
 func (s *Server) root() string {
