@@ -1,0 +1,121 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/localagent/agent/sandbox"
+	"github.com/localagent/agent/sandbox/sandboxtest"
+	"github.com/localagent/agent/sandbox/toolbox"
+)
+
+// Concurrent calls share one session and each gets its own answer.
+func TestConcurrentToolCalls(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	ws := t.TempDir()
+	for i := 0; i < 16; i++ {
+		if err := os.WriteFile(filepath.Join(ws, fmt.Sprintf("f%d.txt", i)), []byte(fmt.Sprintf("content %d\n", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sb := sandboxtest.New(t, e, sandbox.Spec{Workspace: ws})
+	var wg sync.WaitGroup
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 5; j++ {
+				r, err := sb.Tool(context.Background(), toolbox.ToolReadFile, []byte(fmt.Sprintf(`{"path":"f%d.txt"}`, i)))
+				if err != nil || !strings.Contains(r.Output, fmt.Sprintf("content %d\n", i)) {
+					t.Errorf("call %d: %+v %v", i, r, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Cancelling a call's context returns at once and stops the command.
+func TestToolCancel(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	sb := sandboxtest.New(t, e, sandbox.Spec{})
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := sb.Tool(ctx, toolbox.ToolBash, []byte(`{"command":"sleep 600","timeout":600}`))
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 3*time.Second {
+		t.Fatalf("cancelled call: %v after %v", err, time.Since(start))
+	}
+	var ps string
+	for i := 0; i < 20; i++ {
+		ps = sh(t, sb, "ps -o pid,comm").Output
+		if !strings.Contains(ps, "sleep") {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Errorf("cancelled command still running:\n%s", ps)
+}
+
+// When the session's process dies, calls fall back to one exec per call,
+// and a session is opened again later.
+func TestSessionDeathFallsBack(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("alpha\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sb := sandboxtest.New(t, e, sandbox.Spec{Workspace: ws})
+	read := func() {
+		t.Helper()
+		if r := tool(t, sb, toolbox.ToolReadFile, map[string]any{"path": "a.txt"}); r.IsError || !strings.Contains(r.Output, "alpha") {
+			t.Fatalf("read_file: %+v", r)
+		}
+	}
+	read()
+	// Kill every toolbox serve process from a separate exec.
+	res, err := sb.Run(context.Background(), "sh", "-c", `for p in /proc/[0-9]*; do if [ "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" = "/.agent/toolbox serve " ]; then kill -9 ${p#/proc/} && echo killed; fi; done`)
+	if err != nil || res.ExitCode != 0 || !strings.Contains(string(res.Stdout), "killed") {
+		t.Fatalf("killing the session: %+v %v", res, err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	for i := 0; i < 3; i++ {
+		read() // through the fallback while the session backs off
+	}
+	time.Sleep(2500 * time.Millisecond)
+	read() // reopens
+	start := time.Now()
+	read()
+	if d := time.Since(start); d > 40*time.Millisecond {
+		t.Errorf("read after reopening took %v: the session did not come back", d)
+	}
+}
+
+func TestExecStreamsAndPropagates(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	sb := sandboxtest.New(t, e, sandbox.Spec{})
+	var out, errOut strings.Builder
+	res, err := sb.Exec(context.Background(), sandbox.ExecOptions{
+		Cmd:   []string{"sh", "-c", "tr a-z A-Z; echo oops >&2; exit 7"},
+		Stdin: strings.NewReader("hello\n"), Stdout: &out, Stderr: &errOut,
+	})
+	if err != nil || res.ExitCode != 7 || out.String() != "HELLO\n" || errOut.String() != "oops\n" {
+		t.Errorf("exec: %+v %v stdout %q stderr %q", res, err, out.String(), errOut.String())
+	}
+	res, err = sb.Exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"sh", "-c", "tty; echo $TERM"}, TTY: true, Stdout: &out})
+	if err != nil || res.ExitCode != 0 {
+		t.Errorf("tty exec: %+v %v %q", res, err, out.String())
+	}
+	res, err = sb.Run(context.Background(), "/no/such/program")
+	if err != nil || res.ExitCode == 0 {
+		t.Errorf("missing program: %+v %v", res, err)
+	}
+}
