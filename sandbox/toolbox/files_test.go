@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -477,4 +478,18 @@ func TestUnknownToolAndBadFrames(t *testing.T) {
 	if r.ID != 42 {
 		t.Errorf("ID = %d", r.ID)
 	}
+}
+
+func TestSpecialFilesDoNotHang(t *testing.T) {
+	s := newTestServer(t)
+	if err := syscall.Mkfifo(filepath.Join(s.Root, "fifo"), 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	writeTestFile(t, s.Root, "a.txt", "needle\n")
+	check(t, call(t, s, ToolReadFile, ReadFileArgs{Path: "fifo"}), true, "not a regular file (named pipe)")
+	check(t, call(t, s, ToolEditFile, EditFileArgs{Path: "fifo", OldString: "a", NewString: "b"}), true, "not a regular file")
+	check(t, call(t, s, ToolWriteFile, WriteFileArgs{Path: "fifo", Content: "x"}), true, "not a regular file")
+	check(t, call(t, s, ToolGrep, GrepArgs{Pattern: "needle"}), false, "a.txt:1:needle")
+	check(t, call(t, s, ToolGrep, GrepArgs{Pattern: "needle", Path: "fifo"}), false, "No matches")
+	check(t, call(t, s, ToolListDir, nil), false, "fifo (named pipe)")
 }

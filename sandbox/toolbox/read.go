@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 )
 
@@ -128,7 +129,7 @@ func (s *Server) readFile(ctx context.Context, raw json.RawMessage) Response {
 // openRegular opens a file for reading and refuses directories and special
 // files with a message that says what to use instead.
 func openRegular(abs, shown, verb string) (*os.File, *Response) {
-	f, err := os.Open(abs)
+	f, err := openNoBlock(abs)
 	if err != nil {
 		r := fileError(err, shown, verb)
 		return nil, &r
@@ -146,10 +147,17 @@ func openRegular(abs, shown, verb string) (*os.File, *Response) {
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
-		r := errorf("%s is not a regular file (%s)", shown, st.Mode().Type())
+		r := errorf("%s is not a regular file (%s)", shown, kindOf(st.Mode()))
 		return nil, &r
 	}
 	return f, nil
+}
+
+// openNoBlock opens a file for reading without blocking: opening a FIFO
+// for reading otherwise waits for a writer, which would hang the call. On a
+// regular file O_NONBLOCK changes nothing.
+func openNoBlock(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 }
 
 // fileError words a file system error for the model.

@@ -113,8 +113,22 @@ func describeEntry(dir string, e fs.DirEntry) string {
 		}
 		return fmt.Sprintf("%s (%s)", name, humanSize(info.Size()))
 	default:
-		return fmt.Sprintf("%s (%s)", name, t.Type())
+		return fmt.Sprintf("%s (%s)", name, kindOf(t))
 	}
+}
+
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeCharDevice != 0:
+		return "character device"
+	case m&fs.ModeDevice != 0:
+		return "block device"
+	}
+	return m.Type().String()
 }
 
 func humanSize(n int64) string {
@@ -372,11 +386,14 @@ type grepper struct {
 func (g *grepper) full() bool { return g.matches >= g.lim.GrepMatches }
 
 func (g *grepper) file(ctx context.Context, path string) {
-	f, err := os.Open(path)
+	f, err := openNoBlock(path)
 	if err != nil {
 		return
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return
+	}
 	br := bufio.NewReaderSize(f, 64<<10)
 	if head, _ := br.Peek(sniffBytes); bytes.IndexByte(head, 0) >= 0 {
 		return // binary

@@ -105,7 +105,7 @@ func writeTarget(abs, shown string) (target string, mode fs.FileMode, existed bo
 		e := errorf("%s is a directory; give the path of a file", shown)
 		return "", 0, false, &e
 	case !st.Mode().IsRegular():
-		e := errorf("%s is not a regular file (%s); refusing to replace it", shown, st.Mode().Type())
+		e := errorf("%s is not a regular file (%s); refusing to replace it", shown, kindOf(st.Mode()))
 		return "", 0, false, &e
 	}
 	// Replacing by rename would succeed on a file we may not write (only
