@@ -190,8 +190,18 @@ func (c *HTTPClient) streamOnce(ctx context.Context, payload []byte, withTools b
 			timer.Stop()
 		}
 	}()
+	// One timer serves both timeouts; what it means when it fires depends
+	// on whether a byte has arrived.
+	var gotByte atomic.Bool
+	fire := func() {
+		if gotByte.Load() {
+			cancel(errIdle)
+		} else {
+			cancel(errFirstByte)
+		}
+	}
 	if c.opts.FirstByteTimeout > 0 {
-		timer = time.AfterFunc(c.opts.FirstByteTimeout, func() { cancel(errFirstByte) })
+		timer = time.AfterFunc(c.opts.FirstByteTimeout, fire)
 	}
 	endpoint := c.root + "/v1/chat/completions"
 	hreq, err := http.NewRequestWithContext(rctx, http.MethodPost, endpoint, bytes.NewReader(payload))
@@ -202,7 +212,7 @@ func (c *HTTPClient) streamOnce(ctx context.Context, payload []byte, withTools b
 	hreq.Header.Set("Accept", "text/event-stream")
 	hresp, err := c.http.Do(hreq)
 	if err != nil {
-		return Response{}, false, c.transportError(rctx, endpoint, err, false)
+		return Response{}, false, c.transportError(rctx, endpoint, err, false, false)
 	}
 	defer hresp.Body.Close()
 	if hresp.StatusCode != http.StatusOK {
@@ -211,6 +221,7 @@ func (c *HTTPClient) streamOnce(ctx context.Context, payload []byte, withTools b
 	body := io.Reader(hresp.Body)
 	if timer != nil || c.opts.IdleTimeout > 0 {
 		body = &activityReader{r: hresp.Body, onData: func() {
+			gotByte.Store(true)
 			if c.opts.IdleTimeout <= 0 {
 				if timer != nil {
 					timer.Stop()
@@ -218,7 +229,7 @@ func (c *HTTPClient) streamOnce(ctx context.Context, payload []byte, withTools b
 				return
 			}
 			if timer == nil {
-				timer = time.AfterFunc(c.opts.IdleTimeout, func() { cancel(errIdle) })
+				timer = time.AfterFunc(c.opts.IdleTimeout, fire)
 				return
 			}
 			timer.Reset(c.opts.IdleTimeout)
@@ -229,7 +240,7 @@ func (c *HTTPClient) streamOnce(ctx context.Context, payload []byte, withTools b
 		// object) in one JSON body.
 		data, err := io.ReadAll(io.LimitReader(body, int64(c.opts.MaxReplyBytes)+1))
 		if err != nil {
-			return asm.response(), true, c.transportError(rctx, endpoint, err, true)
+			return asm.response(), true, c.transportError(rctx, endpoint, err, true, asm.output)
 		}
 		if err := asm.add(data); err != nil {
 			return asm.response(), true, withURL(err, endpoint)
@@ -244,7 +255,7 @@ func (c *HTTPClient) streamOnce(ctx context.Context, payload []byte, withTools b
 			break
 		}
 		if err != nil {
-			return asm.response(), true, c.transportError(rctx, endpoint, err, asm.output)
+			return asm.response(), true, c.transportError(rctx, endpoint, err, true, asm.output)
 		}
 		data := bytes.TrimSpace(ev.Data)
 		if ev.Event == "error" {
@@ -322,7 +333,7 @@ func (c *HTTPClient) complete(ctx context.Context, req Request, onDelta func(Del
 	c.setHeaders(hreq)
 	hresp, err := c.http.Do(hreq)
 	if err != nil {
-		return Response{}, c.transportError(rctx, endpoint, err, false)
+		return Response{}, c.transportError(rctx, endpoint, err, false, false)
 	}
 	defer hresp.Body.Close()
 	if hresp.StatusCode != http.StatusOK {
@@ -330,7 +341,7 @@ func (c *HTTPClient) complete(ctx context.Context, req Request, onDelta func(Del
 	}
 	data, err := io.ReadAll(io.LimitReader(hresp.Body, int64(c.opts.MaxReplyBytes)+1))
 	if err != nil {
-		return Response{}, c.transportError(rctx, endpoint, err, false)
+		return Response{}, c.transportError(rctx, endpoint, err, true, false)
 	}
 	asm := newAssembler(c.opts.MaxReplyBytes, onDelta)
 	if len(bytes.TrimSpace(data)) == 0 {
@@ -357,7 +368,7 @@ func (c *HTTPClient) setHeaders(r *http.Request) {
 func (c *HTTPClient) statusError(ctx context.Context, endpoint string, r *http.Response, withTools bool) error {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
 	if err != nil && ctx.Err() != nil {
-		return c.transportError(ctx, endpoint, err, false)
+		return c.transportError(ctx, endpoint, err, true, false)
 	}
 	msg, typ := serverError(body)
 	if msg == "" {
@@ -374,7 +385,7 @@ func (c *HTTPClient) statusError(ctx context.Context, endpoint string, r *http.R
 
 // transportError classifies a failed request or body read: our own timers
 // first, then the caller's cancellation, then the network.
-func (c *HTTPClient) transportError(ctx context.Context, endpoint string, err error, partial bool) error {
+func (c *HTTPClient) transportError(ctx context.Context, endpoint string, err error, started, partial bool) error {
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errFirstByte):
 		return &Error{Kind: KindTimeout, URL: endpoint, Partial: partial,
@@ -386,7 +397,7 @@ func (c *HTTPClient) transportError(ctx context.Context, endpoint string, err er
 		return fmt.Errorf("chat request cancelled: %w", cause)
 	}
 	msg := "cannot reach the server at " + c.root + "; is it running?"
-	if partial {
+	if started {
 		msg = "the connection broke in the middle of the reply"
 	} else {
 		var ne net.Error

@@ -70,10 +70,9 @@ func (c *HTTPClient) Health(ctx context.Context) (Health, error) {
 	}
 }
 
-// WaitReady polls Health every interval until the server is ready, ctx ends,
-// or the server answers something other than "loading" or "unreachable"
-// for longer than the caller is willing to wait (ctx's deadline). progress,
-// if set, is called with each non-ready state.
+// WaitReady polls Health every interval until the server is ready or ctx
+// ends (give it a deadline: loading a big model takes minutes). progress,
+// if set, is called with each non-ready state, for a progress display.
 func (c *HTTPClient) WaitReady(ctx context.Context, interval time.Duration, progress func(Health, error)) error {
 	if interval <= 0 {
 		interval = 500 * time.Millisecond
