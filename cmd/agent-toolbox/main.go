@@ -1,10 +1,3 @@
-// Command agent-toolbox is the helper that runs inside every sandbox
-// container (see package sandbox/toolbox): the container's idle main
-// process, a request session, or one call.
-//
-// It writes only protocol frames to stdout and diagnostics to stderr, and
-// imports nothing but the standard library and the toolbox package: the
-// binary is static and runs in any image, even scratch.
 package main
 
 import (
