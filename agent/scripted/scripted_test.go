@@ -32,7 +32,9 @@ func chat(stream bool, msgs ...map[string]any) map[string]any {
 	return map[string]any{"model": "x", "stream": stream, "messages": msgs}
 }
 
-func msg(role, content string) map[string]any { return map[string]any{"role": role, "content": content} }
+func msg(role, content string) map[string]any {
+	return map[string]any{"role": role, "content": content}
+}
 
 func TestParseErrors(t *testing.T) {
 	tests := []struct{ in, has string }{
