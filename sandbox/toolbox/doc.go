@@ -16,6 +16,16 @@
 // "call" (one request per exec, the fallback; see Server.Call). Server is
 // usable in-process with any Root, which is how the unit tests run.
 //
+// Commands run as /bin/sh -c in their own process group. Timeouts, cancels
+// and the end of every call SIGKILL that group until it is empty; the
+// binary is also a child subreaper (Server.KillOrphans), so processes that
+// left the group (setsid) are re-parented to it and ended once no command
+// runs. Output is one capped head+tail buffer (memory stays fixed however
+// much a command prints), and an OOM kill is told apart from other SIGKILLs
+// through the memory cgroup's oom_kill counter. A fork bomb cannot stop the
+// toolbox: the session reserves its OS threads up front and the file tools
+// need no new process.
+//
 // Build it static (it must run in a scratch image as any unprivileged UID
 // with a read-only root filesystem):
 //

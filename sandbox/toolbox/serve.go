@@ -234,20 +234,28 @@ func (fw *frameWriter) failure() error {
 	return fw.err
 }
 
-// Call runs one request read from r (its whole content) and writes its
-// Response to w: the one-exec-per-call fallback when no session is open.
-// A malformed request still gets a Response; only IO failures are errors.
+// Call runs one request read from r and writes its Response to w: the
+// one-exec-per-call fallback when no session is open. It reads one JSON
+// value, so the client need not close its end first. A malformed request
+// still gets a Response; only IO failures are errors.
 func (s *Server) Call(ctx context.Context, r io.Reader, w io.Writer) error {
-	data, err := io.ReadAll(io.LimitReader(r, MaxFrameBytes+1))
-	if err != nil {
-		return fmt.Errorf("reading the request: %w", err)
-	}
+	lr := &io.LimitedReader{R: r, N: MaxFrameBytes + 1}
+	var req Request
+	err := json.NewDecoder(lr).Decode(&req)
 	var resp Response
-	if len(data) > MaxFrameBytes {
+	switch {
+	case lr.N <= 0:
 		resp = Response{IsError: true, Output: fmt.Sprintf("request longer than %d bytes", MaxFrameBytes)}
-	} else if req, bad := parseRequest(bytes.TrimSpace(data)); bad != nil {
-		resp = *bad
-	} else {
+	case errors.Is(err, io.EOF):
+		resp = Response{IsError: true, Output: "no request: stdin was empty"}
+	case err != nil:
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		if !errors.As(err, &syn) && !errors.As(err, &typ) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("reading the request: %w", err)
+		}
+		resp = Response{ID: req.ID, IsError: true, Output: fmt.Sprintf("malformed request frame: %v", err)}
+	default:
 		resp = s.Handle(ctx, req)
 	}
 	fw := &frameWriter{w: w}

@@ -223,6 +223,20 @@ func TestCall(t *testing.T) {
 	if !strings.Contains(out.String(), "malformed request frame") {
 		t.Errorf("response %q", out.String())
 	}
+
+	// One JSON value is read; the client need not close its end, and a
+	// request split over lines is fine.
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go io.WriteString(pw, "{\"id\": 4,\n \"tool\": \"ping\"}\n")
+	out.Reset()
+	if err := s.Call(context.Background(), pr, &out); err != nil || !strings.Contains(out.String(), `"id":4,"output":"pong"`) {
+		t.Errorf("response %q (%v)", out.String(), err)
+	}
+	out.Reset()
+	if err := s.Call(context.Background(), strings.NewReader(""), &out); err != nil || !strings.Contains(out.String(), "stdin was empty") {
+		t.Errorf("response %q (%v)", out.String(), err)
+	}
 }
 
 // BenchmarkServeReadFile measures one read_file round trip through a
