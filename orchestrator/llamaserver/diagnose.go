@@ -34,7 +34,7 @@ var diagnoses = []struct {
 		Cause{"the port is already in use", "stop what listens there or pick another port with --port"}},
 	{[]string{"out of memory", "failed to allocate", "cudaMalloc failed", "unable to allocate", "std::bad_alloc", "OOM-killed"},
 		Cause{"out of memory", "use a smaller --ctx, fewer --parallel slots, a smaller (more quantized) model, or free memory"}},
-	{[]string{"executable file not found", "exec format error", "not found in $PATH"},
+	{[]string{"executable file not found", "exec format error", "not found in $PATH", "exec llama-server failed"},
 		Cause{"the image has no llama-server", "build the image with `agent images build llama-server` or pass an image that has it with --image"}},
 	{[]string{"failed to open", "No such file or directory", "failed to load model", "error loading model"},
 		Cause{"the model could not be loaded", "check that --model names a complete, readable .gguf file (`agent doctor` reads its header)"}},

@@ -52,6 +52,9 @@ type Result struct {
 	Reused bool `json:"reused"`
 	// Replaced is set when a server with other settings was removed first.
 	Replaced bool `json:"replaced"`
+	// Restarted is set when a stopped server with the same settings was
+	// replaced by a fresh one (after a crash or `docker kill`).
+	Restarted bool `json:"restarted"`
 	// Warnings about the model or the settings.
 	Warnings []string `json:"warnings,omitempty"`
 	// LoadTime is how long the server took to become ready.
@@ -71,9 +74,7 @@ func (m *Manager) Up(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("model path %s: %w", o.Model, err)
 	}
 	o.Model = abs
-	if o.StartTimeout <= 0 {
-		o.StartTimeout = DefaultStartTimeout
-	}
+	o.StartTimeout = o.timeout()
 	mc, err := CheckModel(o.Model, o.Ctx, o.Parallel)
 	if err != nil {
 		return nil, err
@@ -113,11 +114,16 @@ func (m *Manager) Up(ctx context.Context, o Options) (*Result, error) {
 		if existing.Config == nil || existing.Config.Labels[LabelKind] != KindLLM {
 			return nil, fmt.Errorf("a container named %s exists but was not created by agent: remove or rename it (`docker rm -f %s`)", name, name)
 		}
-		m.emit(event.Progress, fmt.Sprintf("replacing %s (settings changed)", name))
+		if existing.Config.Labels[LabelSettings] == hash {
+			m.emit(event.Progress, fmt.Sprintf("replacing %s (it had stopped)", name))
+			res.Restarted = true
+		} else {
+			m.emit(event.Progress, fmt.Sprintf("replacing %s (settings changed)", name))
+			res.Replaced = true
+		}
 		if err := m.remove(ctx, existing.ID); err != nil {
 			return nil, err
 		}
-		res.Replaced = true
 	case cerrdefs.IsNotFound(err):
 	default:
 		return nil, fmt.Errorf("inspecting %s: %w", name, err)
@@ -325,10 +331,7 @@ var nvidiaNode = regexp.MustCompile(`^nvidia([0-9]+)$`)
 // devices exist (when the engine is local: a remote engine's devices are
 // not ours to see).
 func (m *Manager) hostFacts(o Options) (HostFacts, error) {
-	h := HostFacts{UID: os.Getuid(), GID: os.Getgid()}
-	if h.UID == 0 {
-		h.UID, h.GID = rootRunAs(o.Model)
-	}
+	h := DefaultHostFacts(o.Model)
 	if !m.local() {
 		return h, nil
 	}

@@ -223,3 +223,27 @@ func TestDiagnose(t *testing.T) {
 		}
 	}
 }
+
+func TestStackMatchesSpec(t *testing.T) {
+	for _, gpus := range []string{"none", "all", "0,1", "amd"} {
+		o := testOptions(gpus)
+		host := HostFacts{UID: 1000, GID: 1000, AMDDevices: []string{"/dev/dri"}, DeviceGIDs: []int{44}}
+		cfg, _ := Spec(o, ImageFacts{}, host)
+		s := Stack(o, ImageFacts{}, host)
+		if !slices.Equal(s.Command, cfg.Cmd) || s.HostPort != 18080 || s.ModelDir != "/home/u/models" || s.User != "1000:1000" {
+			t.Errorf("%s: stack = %+v", gpus, s)
+		}
+		if _, ok := s.Labels[LabelSettings]; ok || s.Labels[LabelKind] != KindLLM {
+			t.Errorf("%s: labels = %v", gpus, s.Labels)
+		}
+		if s.GPU.NVIDIA != (gpus == "all" || gpus == "0,1") || (gpus == "0,1") != (len(s.GPU.IDs) == 2) {
+			t.Errorf("%s: gpu = %+v", gpus, s.GPU)
+		}
+		if gpus == "amd" && (len(s.GPU.Devices) != 1 || s.GPU.GroupAdd[0] != "44") {
+			t.Errorf("amd: gpu = %+v", s.GPU)
+		}
+		if s.StartPeriod != "300s" {
+			t.Errorf("start period = %s", s.StartPeriod)
+		}
+	}
+}

@@ -1,18 +1,502 @@
 package cli
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/api/types/versions"
+	"github.com/docker/docker/client"
 	"github.com/spf13/cobra"
+
+	"github.com/localagent/agent/agent/llm"
+	"github.com/localagent/agent/images"
+	"github.com/localagent/agent/orchestrator/llamaserver"
+	"github.com/localagent/agent/sandbox"
 )
+
+// Verdicts of a doctor check.
+const (
+	VerdictOK   = "ok"
+	VerdictWarn = "warn"
+	VerdictFail = "fail"
+)
+
+// Check is one doctor finding.
+type Check struct {
+	Name    string `json:"name"`
+	Verdict string `json:"verdict"`
+	Detail  string `json:"detail"`
+	// Fix says what to do; empty when the verdict is ok.
+	Fix string `json:"fix,omitempty"`
+}
+
+// DoctorReport is what `agent doctor --json` prints.
+type DoctorReport struct {
+	// OK is false when any check failed (warnings do not count).
+	OK     bool    `json:"ok"`
+	Checks []Check `json:"checks"`
+}
+
+// DoctorOptions are the inputs of `agent doctor`.
+type DoctorOptions struct {
+	IO      *IOStreams
+	Factory *Factory
+	JSON    bool
+}
 
 // NewCmdDoctor builds `agent doctor`.
 func NewCmdDoctor(f *Factory) *cobra.Command {
-	return &cobra.Command{
+	return newCmdDoctor(f, nil)
+}
+
+func newCmdDoctor(f *Factory, runF func(context.Context, *DoctorOptions) error) *cobra.Command {
+	opts := &DoctorOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
 		Use:   "doctor",
-		Short: "Check that this machine can run tasks",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("agent doctor: not implemented yet")
+		Short: "Check that this machine can run tasks and the local model",
+		Long: `Check the Docker engine (reachable, API version, seccomp, cgroups), the images,
+disk space, git, the toolbox binary, GPU readiness, the configured model file
+and the LLM server. Each check has a verdict (ok, warn, fail) and a fix.
+Exits 1 when any check fails.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return doctorRun(cmd.Context(), opts)
 		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as one JSON object")
+	return cmd
+}
+
+func doctorRun(ctx context.Context, opts *DoctorOptions) error {
+	cfg, err := opts.Factory.Config()
+	if err != nil {
+		return err
+	}
+	d := &doctor{cfg: cfg, devDir: "/dev", cdiDirs: []string{"/etc/cdi", "/var/run/cdi"}}
+	if c, err := opts.Factory.Docker(ctx); err == nil {
+		d.docker = c
+	} else {
+		d.dockerErr = err
+	}
+	rep := d.run(ctx)
+	if opts.JSON {
+		if err := encodeJSON(opts.IO.Out, rep); err != nil {
+			return err
+		}
+	} else {
+		writeDoctor(opts.IO.Out, rep)
+	}
+	if !rep.OK {
+		return &ExitCodeError{Code: ExitError}
+	}
+	return nil
+}
+
+func writeDoctor(w io.Writer, rep DoctorReport) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, c := range rep.Checks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Verdict, c.Name, c.Detail)
+		if c.Fix != "" {
+			fmt.Fprintf(tw, "\t\tfix: %s\n", c.Fix)
+		}
+	}
+	_ = tw.Flush()
+	if rep.OK {
+		fmt.Fprintln(w, "\nall checks passed")
+	} else {
+		fmt.Fprintln(w, "\nsome checks failed: see the fixes above")
+	}
+}
+
+// doctor runs the checks. Host paths are fields so tests can point them
+// at fake trees.
+type doctor struct {
+	cfg       *Config
+	docker    *client.Client
+	dockerErr error
+	devDir    string
+	cdiDirs   []string
+
+	checks []Check
+	info   *system.Info
+}
+
+func (d *doctor) add(name, verdict, detail, fix string) {
+	d.checks = append(d.checks, Check{Name: name, Verdict: verdict, Detail: detail, Fix: fix})
+}
+
+func (d *doctor) run(ctx context.Context) DoctorReport {
+	if d.engine(ctx) {
+		d.images(ctx)
+	}
+	d.disk()
+	d.git(ctx)
+	d.toolbox()
+	d.gpu()
+	d.model()
+	d.server(ctx)
+	rep := DoctorReport{OK: true, Checks: d.checks}
+	for _, c := range d.checks {
+		if c.Verdict == VerdictFail {
+			rep.OK = false
+		}
+	}
+	return rep
+}
+
+// engine checks reachability, API version, seccomp and cgroups; it
+// reports whether the engine can be asked further questions.
+func (d *doctor) engine(ctx context.Context) bool {
+	if d.dockerErr != nil {
+		d.add("engine", VerdictFail, d.dockerErr.Error(), "check DOCKER_HOST and that Docker is installed")
+		return false
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ping, err := d.docker.Ping(pctx)
+	if err != nil {
+		fix := "start it (`sudo systemctl start docker`) or point DOCKER_HOST at a running engine"
+		if errors.Is(err, fs.ErrPermission) || strings.Contains(err.Error(), "permission denied") {
+			fix = "add your user to the docker group (`sudo usermod -aG docker $USER`, then log in again)"
+		}
+		d.add("engine", VerdictFail, fmt.Sprintf("cannot reach the Docker engine at %s: %v", d.docker.DaemonHost(), err), fix)
+		return false
+	}
+	info, err := d.docker.Info(pctx)
+	if err != nil {
+		d.add("engine", VerdictFail, fmt.Sprintf("the engine at %s answered ping but not info: %v", d.docker.DaemonHost(), err), "restart Docker")
+		return false
+	}
+	d.info = &info
+	d.add("engine", VerdictOK, fmt.Sprintf("Docker %s at %s (%s, runtime %s)", info.ServerVersion, d.docker.DaemonHost(), info.Driver, info.DefaultRuntime), "")
+
+	api := ping.APIVersion
+	if versions.LessThan(api, sandbox.MinAPIVersion) {
+		d.add("api version", VerdictFail, fmt.Sprintf("engine API %s is older than %s", api, sandbox.MinAPIVersion), "upgrade Docker to 19.03 or newer")
+	} else {
+		detail := fmt.Sprintf("engine API %s (client uses %s)", api, d.docker.ClientVersion())
+		if versions.LessThan(api, "1.44") {
+			detail += "; CDI GPU requests need 1.44, the nvidia device driver is used instead"
+		}
+		d.add("api version", VerdictOK, detail, "")
+	}
+
+	if sandbox.SeccompEnabled(info.SecurityOptions) {
+		d.add("seccomp", VerdictOK, "enabled ("+strings.Join(info.SecurityOptions, "; ")+")", "")
+	} else {
+		d.add("seccomp", VerdictFail, "not enabled on the engine (security options: "+strings.Join(info.SecurityOptions, "; ")+")",
+			`sandboxes rely on it: use a Docker built with seccomp and do not set "seccomp-profile": "unconfined" in daemon.json`)
+	}
+
+	cg := fmt.Sprintf("cgroup v%s, driver %s", orDefault(info.CgroupVersion, "1"), info.CgroupDriver)
+	var missing []string
+	if !info.MemoryLimit {
+		missing = append(missing, "memory")
+	}
+	if !info.PidsLimit {
+		missing = append(missing, "pids")
+	}
+	if !info.CPUCfsQuota {
+		missing = append(missing, "cpu quota")
+	}
+	if len(missing) > 0 {
+		d.add("cgroups", VerdictWarn, cg+"; no "+strings.Join(missing, ", ")+" limit support: sandbox limits will not apply",
+			"enable the missing cgroup controllers (kernel command line, e.g. cgroup_enable=memory) and restart")
+	} else {
+		d.add("cgroups", VerdictOK, cg+" with memory, pids and cpu limits", "")
+	}
+	return true
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func (d *doctor) images(ctx context.Context) {
+	type want struct {
+		ref, build, why string
+		required        bool
+	}
+	wants := []want{
+		{d.cfg.Sandbox.Image, "sandbox", "tasks run in it", true},
+		{images.Busybox, "busybox", "fast tests use it", false},
+		{d.cfg.LLM.Image, "llama-server", "`agent llm up` runs it", false},
+	}
+	if d.cfg.Sandbox.Image != images.Sandbox {
+		wants = append(wants, want{images.Sandbox, "sandbox", "the default sandbox", false})
+	}
+	if d.cfg.LLM.Image != images.LlamaServer {
+		wants = append(wants, want{images.LlamaServer, "llama-server", "the default CPU server", false})
+	}
+	for _, w := range wants {
+		ii, err := d.docker.ImageInspect(ctx, w.ref)
+		name := "image " + w.ref
+		switch {
+		case err == nil:
+			d.add(name, VerdictOK, fmt.Sprintf("present (%s, %s)", shortImageID(ii.ID), humanBytes(ii.Size)), "")
+		case cerrdefs.IsNotFound(err):
+			verdict := VerdictWarn
+			if w.required {
+				verdict = VerdictFail
+			}
+			fix := fmt.Sprintf("`agent images build %s`, or `agent images load -i FILE` on an air-gapped machine (images are never pulled)", w.build)
+			if w.ref != images.Sandbox && w.ref != images.Busybox && w.ref != images.LlamaServer {
+				fix = "load it with `agent images load -i FILE` or `docker load`, or change the configured image"
+			}
+			d.add(name, verdict, "missing ("+w.why+")", fix)
+		default:
+			d.add(name, VerdictFail, err.Error(), "check the engine")
+		}
+	}
+}
+
+// disk checks free space where state, worktrees and logs go.
+func (d *doctor) disk() {
+	dir := d.cfg.StateDir
+	for {
+		if _, err := os.Stat(dir); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		d.add("disk space", VerdictWarn, fmt.Sprintf("cannot read free space of %s: %v", dir, err), "check the state_dir setting")
+		return
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	detail := fmt.Sprintf("%s free in %s (state dir %s)", humanBytes(free), dir, d.cfg.StateDir)
+	switch {
+	case free < 1<<30:
+		d.add("disk space", VerdictFail, detail, "free space or move state_dir (AGENT_STATE_DIR) to a larger disk: worktrees and logs need room")
+	case free < 5<<30:
+		d.add("disk space", VerdictWarn, detail, "worktrees of big repositories need several GiB: free some space")
+	default:
+		d.add("disk space", VerdictOK, detail, "")
+	}
+}
+
+var gitVersionRe = regexp.MustCompile(`git version (\d+)\.(\d+)`)
+
+func (d *doctor) git(ctx context.Context) {
+	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(gctx, "git", "version").Output()
+	if err != nil {
+		d.add("git", VerdictFail, "git not found: "+err.Error(), "install git (`sudo apt-get install git`)")
+		return
+	}
+	v := strings.TrimSpace(string(out))
+	m := gitVersionRe.FindStringSubmatch(v)
+	if m == nil {
+		d.add("git", VerdictWarn, "unrecognised version: "+v, "install a git from your distribution")
+		return
+	}
+	major, _ := strconv.Atoi(m[1])
+	minor, _ := strconv.Atoi(m[2])
+	// worktree add --no-checkout, -c core.hooksPath and sparse checkout
+	// behave as relied upon from 2.25 on.
+	if major < 2 || major == 2 && minor < 25 {
+		d.add("git", VerdictWarn, v+" is older than 2.25", "upgrade git")
+		return
+	}
+	d.add("git", VerdictOK, v, "")
+}
+
+func (d *doctor) toolbox() {
+	p, err := sandbox.FindToolbox(d.cfg.Sandbox.Toolbox)
+	if err != nil {
+		d.add("toolbox", VerdictFail, err.Error(), "run `make build` (it puts agent-toolbox next to agent), or set sandbox.toolbox")
+		return
+	}
+	d.add("toolbox", VerdictOK, p+" (static)", "")
+}
+
+// gpu reports whether the configured --gpus can work: device nodes, the
+// engine's NVIDIA support (a registered nvidia runtime, the toolkit's hook
+// that serves device requests, or CDI specs).
+func (d *doctor) gpu() {
+	g, err := llamaserver.ParseGPUs(d.cfg.LLM.GPUs)
+	if err != nil {
+		d.add("gpu", VerdictFail, err.Error(), "set llm.gpus to all, none, amd or GPU ids")
+		return
+	}
+	f := gpuFacts{mode: g.Mode}
+	entries, _ := os.ReadDir(d.devDir)
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasPrefix(n, "nvidia") && strings.TrimLeft(strings.TrimPrefix(n, "nvidia"), "0123456789") == "" && n != "nvidia" {
+			f.nvidiaNodes = append(f.nvidiaNodes, "/dev/"+n)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(d.devDir, "kfd")); err == nil {
+		f.amdNodes = append(f.amdNodes, "/dev/kfd")
+	}
+	if _, err := os.Stat(filepath.Join(d.devDir, "dri")); err == nil {
+		f.amdNodes = append(f.amdNodes, "/dev/dri")
+	}
+	if d.info != nil {
+		for name := range d.info.Runtimes {
+			f.runtimes = append(f.runtimes, name)
+		}
+		slices.Sort(f.runtimes)
+		f.cdiDirs = d.info.CDISpecDirs
+	}
+	for _, dir := range d.cdiDirs {
+		specs, _ := filepath.Glob(filepath.Join(dir, "*"))
+		for _, s := range specs {
+			if strings.Contains(filepath.Base(s), "nvidia") {
+				f.cdiSpecs = append(f.cdiSpecs, s)
+			}
+		}
+	}
+	if _, err := exec.LookPath("nvidia-container-runtime-hook"); err == nil {
+		f.hook = true
+	} else if _, err := exec.LookPath("nvidia-ctk"); err == nil {
+		f.hook = true
+	}
+	c := gpuVerdict(f)
+	d.checks = append(d.checks, c)
+}
+
+type gpuFacts struct {
+	mode        llamaserver.GPUMode
+	nvidiaNodes []string
+	amdNodes    []string
+	runtimes    []string
+	cdiDirs     []string
+	cdiSpecs    []string
+	hook        bool
+}
+
+func gpuVerdict(f gpuFacts) Check {
+	c := Check{Name: "gpu"}
+	nvidiaSupport := f.hook || slices.Contains(f.runtimes, "nvidia") || len(f.cdiSpecs) > 0
+	switch f.mode {
+	case llamaserver.GPUNone:
+		c.Verdict, c.Detail = VerdictOK, "llm.gpus is none: llama-server runs on the CPU"
+	case llamaserver.GPUAMD:
+		if len(f.amdNodes) == 0 {
+			c.Verdict, c.Detail = VerdictWarn, "llm.gpus is amd but there is no /dev/kfd or /dev/dri"
+			c.Fix = "install the amdgpu driver, or set llm.gpus to none"
+		} else {
+			c.Verdict, c.Detail = VerdictOK, "AMD/Vulkan device nodes: "+strings.Join(f.amdNodes, ", ")
+		}
+	default:
+		switch {
+		case len(f.nvidiaNodes) == 0:
+			c.Verdict, c.Detail = VerdictWarn, "llm.gpus asks for NVIDIA GPUs but this machine shows none (no /dev/nvidia0 ...)"
+			c.Fix = "run on the CPU: `agent llm up --gpus none` or set llm.gpus: none (AGENT_LLM_GPUS=none)"
+			if len(f.amdNodes) > 0 {
+				c.Fix = "this machine has " + strings.Join(f.amdNodes, ", ") + ": use --gpus amd with a ROCm or Vulkan image"
+			}
+		case !nvidiaSupport:
+			c.Verdict = VerdictFail
+			c.Detail = fmt.Sprintf("NVIDIA devices %s exist but the engine cannot pass them: no nvidia runtime (runtimes: %s), no nvidia-container-runtime-hook, no CDI spec",
+				strings.Join(f.nvidiaNodes, ", "), strings.Join(f.runtimes, ", "))
+			c.Fix = "install nvidia-container-toolkit (`nvidia-ctk runtime configure --runtime=docker`) and restart Docker"
+		default:
+			var how []string
+			if slices.Contains(f.runtimes, "nvidia") {
+				how = append(how, "nvidia runtime")
+			}
+			if f.hook {
+				how = append(how, "container toolkit")
+			}
+			if len(f.cdiSpecs) > 0 {
+				how = append(how, "CDI "+strings.Join(f.cdiSpecs, ","))
+			}
+			c.Verdict = VerdictOK
+			c.Detail = fmt.Sprintf("NVIDIA devices %s via %s", strings.Join(f.nvidiaNodes, ", "), strings.Join(how, ", "))
+		}
+	}
+	return c
+}
+
+func (d *doctor) model() {
+	if d.cfg.LLM.Model == "" {
+		d.add("model", VerdictOK, "no llm.model configured (pass --model to `agent llm up`)", "")
+		return
+	}
+	path := expandHome(d.cfg.LLM.Model)
+	mc, err := llamaserver.CheckModel(path, d.cfg.LLM.Ctx, d.cfg.LLM.Parallel)
+	if err != nil {
+		d.add("model", VerdictFail, err.Error(), "point llm.model at a complete .gguf file")
+		return
+	}
+	h := mc.Header
+	detail := fmt.Sprintf("%s: GGUF v%d, %s, trained context %d, %s", path, h.Version, h.Architecture, h.ContextLength, humanBytes(h.Size))
+	if len(mc.Warnings) > 0 {
+		d.add("model", VerdictWarn, detail+"; "+strings.Join(mc.Warnings, "; "), "adjust llm.ctx and llm.parallel")
+		return
+	}
+	d.add("model", VerdictOK, detail, "")
+}
+
+// server checks the LLM endpoint: the configured URL, or the managed
+// llama-server. A server that is simply not started is a warning.
+func (d *doctor) server(ctx context.Context) {
+	if d.cfg.LLM.URL != "" {
+		c, err := llm.NewHTTP(llm.Options{BaseURL: d.cfg.LLM.URL, APIKey: d.cfg.LLM.APIKey, MaxRetries: -1})
+		if err != nil {
+			d.add("llm server", VerdictFail, err.Error(), "fix llm.url")
+			return
+		}
+		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		h, err := c.Health(hctx)
+		switch {
+		case err != nil:
+			d.add("llm server", VerdictFail, err.Error(), "start the server at "+d.cfg.LLM.URL+" or fix llm.url")
+		case h.Ready:
+			info, _ := c.Info(hctx)
+			d.add("llm server", VerdictOK, fmt.Sprintf("%s ready: %d slots x %d tokens", d.cfg.LLM.URL, info.Slots, info.ContextWindow), "")
+		default:
+			d.add("llm server", VerdictWarn, fmt.Sprintf("%s not ready: HTTP %d %s", d.cfg.LLM.URL, h.StatusCode, h.Message), "wait for the model to load")
+		}
+		return
+	}
+	if d.docker == nil || d.info == nil {
+		return
+	}
+	s, err := llamaserver.New(d.docker, nil).Status(ctx, "")
+	if err != nil {
+		d.add("llm server", VerdictFail, err.Error(), "remove the conflicting container or set llm.url")
+		return
+	}
+	switch s.State {
+	case llamaserver.StateReady:
+		d.add("llm server", VerdictOK, fmt.Sprintf("%s ready at %s: %d slots x %d tokens, %s", s.Name, s.URL, s.TotalSlots, s.SlotCtx, filepath.Base(s.Model)), "")
+	case llamaserver.StateAbsent:
+		d.add("llm server", VerdictWarn, "no managed llama-server is running and llm.url is not set", "`agent llm up --model FILE.gguf`, or set llm.url to an OpenAI-compatible server")
+	case llamaserver.StateLoading, llamaserver.StateStarting:
+		d.add("llm server", VerdictWarn, fmt.Sprintf("%s is %s", s.Name, s.State), "wait for the model to load (`agent llm status`)")
+	default:
+		d.add("llm server", VerdictFail, fmt.Sprintf("%s is %s (exit code %d)", s.Name, s.State, s.ExitCode), "see `agent llm logs`, then `agent llm up` again")
 	}
 }

@@ -1,18 +1,413 @@
 package cli
 
 import (
-	"errors"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/orchestrator/llamaserver"
 )
 
 // NewCmdLLM builds `agent llm`.
 func NewCmdLLM(f *Factory) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "llm",
 		Short: "Manage the local llama-server",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("agent llm: not implemented yet")
+		Long: `Run llama.cpp's llama-server in a hardened container: the model's directory is
+mounted read-only, the port is published on 127.0.0.1 only, GPUs are passed
+through the engine's device requests. Images are never pulled: build the CPU
+image with 'agent images build llama-server' or load a GPU build with
+'agent images load'.`,
+	}
+	cmd.AddCommand(
+		NewCmdLLMUp(f, nil),
+		NewCmdLLMStatus(f, nil),
+		NewCmdLLMDown(f, nil),
+		NewCmdLLMLogs(f, nil),
+	)
+	return cmd
+}
+
+// llmFlags are the server settings shared by `llm up` and `compose render`.
+// They are bound to the llm.* configuration keys when the command runs
+// (not when it is built), because viper keeps one flag per key and both
+// commands have these flags.
+type llmFlags struct {
+	instance string
+	fs       *pflag.FlagSet
+}
+
+func addLLMFlags(cmd *cobra.Command) *llmFlags {
+	fl := cmd.Flags()
+	fl.String("model", "", "the .gguf model file (config llm.model)")
+	fl.String("gpus", "", "all | none | amd | NVIDIA ids like 0,1 (config llm.gpus, default all)")
+	fl.Int("ctx", 0, "total context in tokens, shared by the slots (config llm.ctx, default 16384)")
+	fl.Int("parallel", 0, "parallel slots, each gets ctx/parallel tokens (config llm.parallel, default 2)")
+	fl.Int("port", 0, "port on 127.0.0.1 (config llm.port, default 8080)")
+	fl.String("image", "", "llama-server image (config llm.image, default agent/llama-server:cpu)")
+	fl.Duration("start-timeout", 0, "how long to wait for the model to load (config llm.start_timeout, default 5m)")
+	lf := &llmFlags{fs: fl}
+	fl.StringVar(&lf.instance, "instance", "", "run a separately named server (agent-llm-INSTANCE)")
+	_ = fl.MarkHidden("instance")
+	return lf
+}
+
+// instanceFlag adds the hidden --instance flag to status, down and logs.
+func instanceFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "instance", "", "the separately named server to address")
+	_ = cmd.Flags().MarkHidden("instance")
+}
+
+// options binds the flags and reads the configuration into server options.
+func (lf *llmFlags) options(f *Factory, extra []string) (llamaserver.Options, error) {
+	for key, name := range map[string]string{
+		"llm.model": "model", "llm.gpus": "gpus", "llm.ctx": "ctx", "llm.parallel": "parallel",
+		"llm.port": "port", "llm.image": "image", "llm.start_timeout": "start-timeout",
+	} {
+		f.BindFlag(key, lf.fs.Lookup(name))
+	}
+	cfg, err := f.Config()
+	if err != nil {
+		return llamaserver.Options{}, err
+	}
+	gpus, err := llamaserver.ParseGPUs(cfg.LLM.GPUs)
+	if err != nil {
+		return llamaserver.Options{}, UsageErrorf("%v", err)
+	}
+	model := cfg.LLM.Model
+	if model != "" {
+		model = expandHome(model)
+		if model, err = filepath.Abs(model); err != nil {
+			return llamaserver.Options{}, err
+		}
+	}
+	o := llamaserver.Options{
+		Model: model, Image: cfg.LLM.Image, Port: cfg.LLM.Port, Ctx: cfg.LLM.Ctx, Parallel: cfg.LLM.Parallel,
+		GPUs: gpus, ExtraArgs: extra, Instance: lf.instance, StartTimeout: cfg.LLM.StartTimeout,
+	}
+	if err := o.Validate(); err != nil {
+		return o, UsageErrorf("%v", err)
+	}
+	return o, nil
+}
+
+func expandHome(p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, rest)
+		}
+	}
+	return p
+}
+
+// LLMUpOptions are the inputs of `agent llm up`.
+type LLMUpOptions struct {
+	IO      *IOStreams
+	Factory *Factory
+	Server  llamaserver.Options
+	JSON    bool
+}
+
+// NewCmdLLMUp builds `agent llm up`.
+func NewCmdLLMUp(f *Factory, runF func(context.Context, *LLMUpOptions) error) *cobra.Command {
+	opts := &LLMUpOptions{IO: f.IO, Factory: f}
+	var lf *llmFlags
+	cmd := &cobra.Command{
+		Use:   "up --model FILE [--gpus all|none|amd|IDS] [--ctx N] [--parallel N] [--port N] [-- LLAMA_ARGS...]",
+		Short: "Start llama-server (or keep the running one) and wait until the model is loaded",
+		Long: `Start llama-server in a container and wait until /health says the model is
+loaded. A server already running with the same settings is kept; one with other
+settings is replaced. Arguments after -- are passed to llama-server.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if dash := cmd.ArgsLenAtDash(); dash != 0 && len(args) > 0 {
+				return fmt.Errorf("unexpected argument %q: llama-server arguments go after --", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			if opts.Server, err = lf.options(f, args); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return llmUpRun(cmd.Context(), opts)
 		},
 	}
+	lf = addLLMFlags(cmd)
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as one JSON object")
+	return cmd
+}
+
+func llmUpRun(ctx context.Context, opts *LLMUpOptions) error {
+	c, err := opts.Factory.Docker(ctx)
+	if err != nil {
+		return err
+	}
+	r := newProgressRenderer(opts.IO)
+	defer r.stop()
+	res, err := llamaserver.New(c, r).Up(ctx, opts.Server)
+	r.stop()
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return encodeJSON(opts.IO.Out, res)
+	}
+	verb := "started"
+	switch {
+	case res.Reused:
+		verb = "already running"
+	case res.Replaced:
+		verb = "restarted with new settings"
+	case res.Restarted:
+		verb = "restarted (it had stopped)"
+	}
+	fmt.Fprintf(opts.IO.Out, "llama-server %s: %s\n", verb, res.URL)
+	fmt.Fprintf(opts.IO.Out, "  model  %s\n", res.Model)
+	fmt.Fprintf(opts.IO.Out, "  slots  %d x %d tokens (ctx %d), gpus %s\n", res.TotalSlots, res.SlotCtx, res.Ctx, res.GPUs)
+	if res.LoadTime > 0 {
+		fmt.Fprintf(opts.IO.Out, "  ready  in %s\n", res.LoadTime.Round(10*time.Millisecond))
+	}
+	return nil
+}
+
+// LLMStatusOptions are the inputs of `agent llm status`.
+type LLMStatusOptions struct {
+	IO       *IOStreams
+	Factory  *Factory
+	Instance string
+	JSON     bool
+}
+
+// NewCmdLLMStatus builds `agent llm status`.
+func NewCmdLLMStatus(f *Factory, runF func(context.Context, *LLMStatusOptions) error) *cobra.Command {
+	opts := &LLMStatusOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the server's state, model, slots and context",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return llmStatusRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the status as one JSON object")
+	instanceFlag(cmd, &opts.Instance)
+	return cmd
+}
+
+func llmStatusRun(ctx context.Context, opts *LLMStatusOptions) error {
+	c, err := opts.Factory.Docker(ctx)
+	if err != nil {
+		return err
+	}
+	s, err := llamaserver.New(c, nil).Status(ctx, opts.Instance)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return encodeJSON(opts.IO.Out, s)
+	}
+	writeStatus(opts.IO.Out, s)
+	return nil
+}
+
+func writeStatus(w io.Writer, s *llamaserver.Status) {
+	if s.State == llamaserver.StateAbsent {
+		fmt.Fprintf(w, "llama-server is not running (no container %s): start it with `agent llm up --model FILE`\n", s.Name)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, a...)...) }
+	state := s.State
+	switch s.State {
+	case llamaserver.StateStopped, llamaserver.StateRestarting:
+		state += fmt.Sprintf(" (exit code %d", s.ExitCode)
+		if s.OOMKilled {
+			state += ", out of memory"
+		}
+		state += "): see `agent llm logs`, then `agent llm up` again"
+	case llamaserver.StateStarting, llamaserver.StateLoading, llamaserver.StateUnhealthy:
+		if s.Health != "" {
+			state += " (" + s.Health + ")"
+		}
+	}
+	row("state", "%s", state)
+	row("url", "%s", s.URL)
+	row("model", "%s", s.Model)
+	row("image", "%s", s.Image)
+	if s.TotalSlots > 0 {
+		row("slots", "%d/%d busy, %d tokens of context each (ctx %d)", s.BusySlots, s.TotalSlots, s.SlotCtx, s.Ctx)
+	} else {
+		row("slots", "%d configured, ctx %d", s.Parallel, s.Ctx)
+	}
+	gpus := s.GPUs
+	if len(s.Devices) > 0 {
+		gpus += " (" + strings.Join(s.Devices, "; ") + ")"
+	}
+	row("gpus", "%s", gpus)
+	if s.Build != "" {
+		row("build", "%s", s.Build)
+	}
+	id := s.ID
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	row("container", "%s (%s)", s.Name, id)
+	_ = tw.Flush()
+}
+
+// LLMDownOptions are the inputs of `agent llm down`.
+type LLMDownOptions struct {
+	IO       *IOStreams
+	Factory  *Factory
+	Instance string
+}
+
+// NewCmdLLMDown builds `agent llm down`.
+func NewCmdLLMDown(f *Factory, runF func(context.Context, *LLMDownOptions) error) *cobra.Command {
+	opts := &LLMDownOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "down",
+		Short: "Stop and remove the server's container",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			c, err := f.Docker(cmd.Context())
+			if err != nil {
+				return err
+			}
+			existed, err := llamaserver.New(c, nil).Down(cmd.Context(), opts.Instance)
+			if err != nil {
+				return err
+			}
+			if existed {
+				fmt.Fprintf(opts.IO.ErrOut, "removed %s\n", llamaserver.Name(opts.Instance))
+			} else {
+				fmt.Fprintf(opts.IO.ErrOut, "no %s to remove\n", llamaserver.Name(opts.Instance))
+			}
+			return nil
+		},
+	}
+	instanceFlag(cmd, &opts.Instance)
+	return cmd
+}
+
+// LLMLogsOptions are the inputs of `agent llm logs`.
+type LLMLogsOptions struct {
+	IO       *IOStreams
+	Factory  *Factory
+	Instance string
+	Follow   bool
+	Tail     string
+}
+
+// NewCmdLLMLogs builds `agent llm logs`.
+func NewCmdLLMLogs(f *Factory, runF func(context.Context, *LLMLogsOptions) error) *cobra.Command {
+	opts := &LLMLogsOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "logs [-f]",
+		Short: "Print the server's log",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			c, err := f.Docker(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return llamaserver.New(c, nil).Logs(cmd.Context(), opts.Instance,
+				llamaserver.LogsOptions{Follow: opts.Follow, Tail: opts.Tail}, opts.IO.Out, opts.IO.ErrOut)
+		},
+	}
+	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "keep printing new lines")
+	cmd.Flags().StringVar(&opts.Tail, "tail", "all", "number of lines from the end")
+	instanceFlag(cmd, &opts.Instance)
+	return cmd
+}
+
+// LLMEndpoint is the LLM URL commands use: llm.url when set, else the
+// managed llama-server on 127.0.0.1:llm.port.
+func LLMEndpoint(cfg *Config) string { return llamaserver.Endpoint(cfg.LLM.URL, cfg.LLM.Port) }
+
+func encodeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// progressRenderer shows the server's start on stderr: a line that
+// updates in place on a terminal, plain lines otherwise (at most one
+// "still loading" line every 10 s, so logs stay readable).
+type progressRenderer struct {
+	mu       sync.Mutex
+	w        io.Writer
+	tty      bool
+	live     bool // a \r-line is on screen
+	lastText string
+	lastLine time.Time
+	frame    int
+}
+
+var spinnerFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
+
+func newProgressRenderer(ios *IOStreams) *progressRenderer {
+	return &progressRenderer{w: ios.ErrOut, tty: ios.ErrTTY}
+}
+
+func (r *progressRenderer) Emit(e event.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.Kind == event.Progress && e.State == "loading" {
+		if r.tty {
+			r.frame++
+			fmt.Fprintf(r.w, "\r\033[K%s %s %s", spinnerFrames[r.frame%len(spinnerFrames)], e.Text, e.Duration.Round(time.Second))
+			r.live = true
+			return
+		}
+		if e.Text == r.lastText && time.Since(r.lastLine) < 10*time.Second {
+			return
+		}
+		r.lastText, r.lastLine = e.Text, time.Now()
+		fmt.Fprintf(r.w, "%s (%s)\n", e.Text, e.Duration.Round(time.Second))
+		return
+	}
+	r.clear()
+	switch e.Kind {
+	case event.Progress, event.Notice:
+		fmt.Fprintln(r.w, e.Text)
+	case event.Error:
+		fmt.Fprintln(r.w, "error: "+e.Text)
+	}
+}
+
+func (r *progressRenderer) clear() {
+	if r.live {
+		fmt.Fprint(r.w, "\r\033[K")
+		r.live = false
+	}
+}
+
+func (r *progressRenderer) stop() {
+	r.mu.Lock()
+	r.clear()
+	r.mu.Unlock()
 }

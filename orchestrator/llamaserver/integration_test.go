@@ -1,0 +1,194 @@
+package llamaserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+
+	"github.com/localagent/agent/images"
+	"github.com/localagent/agent/orchestrator/gguf/gguftest"
+)
+
+// labelTest marks what one test created, so its cleanup removes exactly
+// that (other people's tests share the engine).
+const labelTest = "dev.localagent.test"
+
+type itest struct {
+	t    *testing.T
+	cli  *client.Client
+	id   string
+	m    *Manager
+	dir  string
+	tiny string
+}
+
+func newITest(t *testing.T) *itest {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs the Docker engine")
+	}
+	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Ping(ctx); err != nil {
+		t.Fatalf("the Docker engine is not reachable: %v", err)
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	it := &itest{t: t, cli: c, id: "llm-" + hex.EncodeToString(b), dir: t.TempDir()}
+	it.m = New(c, nil)
+	it.tiny = filepath.Join(it.dir, "tiny.gguf")
+	if err := gguftest.WriteLlama(it.tiny, gguftest.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, s := range it.containers(ctx) {
+			_ = c.ContainerRemove(ctx, s.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		}
+		_ = c.Close()
+	})
+	return it
+}
+
+func (it *itest) containers(ctx context.Context) []container.Summary {
+	list, err := it.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", labelTest+"="+it.id))})
+	if err != nil {
+		it.t.Fatalf("listing containers: %v", err)
+	}
+	return list
+}
+
+// options for one server of this test; the instance name is unique.
+func (it *itest) options(image, gpus string) Options {
+	g, err := ParseGPUs(gpus)
+	if err != nil {
+		it.t.Fatal(err)
+	}
+	return Options{
+		Model: it.tiny, Image: image, Port: freePort(it.t), Ctx: 4096, Parallel: 2, GPUs: g,
+		Instance: it.id, StartTimeout: 60 * time.Second, Labels: map[string]string{labelTest: it.id},
+	}
+}
+
+func (it *itest) assertNothingLeft() {
+	it.t.Helper()
+	if left := it.containers(context.Background()); len(left) != 0 {
+		it.t.Errorf("containers left behind: %v", left[0].Names)
+	}
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func requireImage(t *testing.T, c *client.Client, ref, build string) {
+	t.Helper()
+	if _, err := c.ImageInspect(context.Background(), ref); err != nil {
+		t.Fatalf("image %s is not present (%v): build it with `agent images build %s`", ref, err, build)
+	}
+}
+
+// Bad input gets a clear error and leaves no container behind.
+func TestUpBadInput(t *testing.T) {
+	it := newITest(t)
+	requireImage(t, it.cli, images.Busybox, "busybox")
+	ctx := context.Background()
+
+	text := filepath.Join(it.dir, "notes.gguf")
+	if err := os.WriteFile(text, []byte("not a model\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+
+	cases := []struct {
+		name string
+		edit func(*Options)
+		want []string
+	}{
+		{"missing model", func(o *Options) { o.Model = filepath.Join(it.dir, "nope.gguf") }, []string{"does not exist", "--model"}},
+		{"text file named .gguf", func(o *Options) { o.Model = text }, []string{"not a GGUF model file", "notes.gguf"}},
+		{"port in use", func(o *Options) { o.Port = busy.Addr().(*net.TCPAddr).Port }, []string{"already in use", "--port"}},
+		{"unknown GPU id", func(o *Options) { o.GPUs, _ = ParseGPUs("7") }, []string{"GPU 7 not found"}},
+		{"no GPU runtime", func(o *Options) { o.GPUs, _ = ParseGPUs("all") }, []string{"no GPU runtime", "--gpus none"}},
+		{"image missing", func(o *Options) { o.Image = "agent/no-such-image:" + it.id }, []string{"is not present", "agent images build llama-server"}},
+		{"image without llama-server", func(o *Options) {}, []string{"the image has no llama-server"}},
+		{"reserved extra arg", func(o *Options) { o.ExtraArgs = []string{"--port", "1"} }, []string{"set by agent itself"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := it.options(images.Busybox, "none")
+			tc.edit(&o)
+			_, err := it.m.Up(ctx, o)
+			if err == nil {
+				t.Fatal("Up succeeded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+			it.assertNothingLeft()
+		})
+	}
+	s, err := it.m.Status(ctx, it.id)
+	if err != nil || s.State != StateAbsent {
+		t.Errorf("status after failures: %+v, %v", s, err)
+	}
+	if existed, err := it.m.Down(ctx, it.id); existed || err != nil {
+		t.Errorf("down of nothing: %v, %v", existed, err)
+	}
+}
+
+// A server that exits while loading is reported with its log and a cause,
+// and removed.
+func TestUpServerExitsWhileLoading(t *testing.T) {
+	it := newITest(t)
+	requireImage(t, it.cli, images.LlamaServer, "llama-server")
+	// A valid header whose tensor data is cut off: the header check passes,
+	// llama-server fails to load it.
+	data, err := os.ReadFile(it.tiny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := filepath.Join(it.dir, "broken.gguf")
+	if err := os.WriteFile(broken, data[:len(data)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := it.options(images.LlamaServer, "none")
+	o.Model = broken
+	_, err = it.m.Up(context.Background(), o)
+	if err == nil {
+		t.Fatal("Up of a broken model succeeded")
+	}
+	msg := err.Error()
+	for _, w := range []string{"exited with code", "likely cause: the model could not be loaded", "last lines of the server's log"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("error lacks %q:\n%s", w, msg)
+		}
+	}
+	it.assertNothingLeft()
+}
