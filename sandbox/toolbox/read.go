@@ -10,7 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"strings"
+	"strconv"
 	"syscall"
 	"unicode/utf8"
 )
@@ -56,7 +56,9 @@ func (s *Server) readFile(ctx context.Context, raw json.RawMessage) Response {
 		limit = lim.ReadLines
 	}
 
-	br := bufio.NewReaderSize(f, 64<<10)
+	// Big enough to sniff for binary content; long lines are read in
+	// chunks of this size.
+	br := bufio.NewReaderSize(f, 2*sniffBytes)
 	head, _ := br.Peek(sniffBytes)
 	if bytes.IndexByte(head, 0) >= 0 {
 		return errorf("%s is a binary file; read_file shows text only (inspect it with bash, e.g. od -c or file)", a.Path)
@@ -65,7 +67,8 @@ func (s *Server) readFile(ctx context.Context, raw json.RawMessage) Response {
 		return Response{Output: fmt.Sprintf("(%s is empty)", a.Path)}
 	}
 
-	var out strings.Builder
+	var out bytes.Buffer
+	var entry []byte
 	lineNo := 0
 	shown := 0
 	truncated := false
@@ -83,17 +86,16 @@ func (s *Server) readFile(ctx context.Context, raw json.RawMessage) Response {
 		}
 		lineNo++
 		if lineNo >= offset && shown < limit {
-			text := string(line)
+			entry = appendNumbered(entry[:0], lineNo, line)
 			if total > len(line) {
-				text += fmt.Sprintf(" [... line cut at %d of %d bytes]", len(line), total)
+				entry = fmt.Appendf(entry[:len(entry)-1], " [... line cut at %d of %d bytes]\n", len(line), total)
 				truncated = true
 			}
-			entry := fmt.Sprintf("%6d\t%s\n", lineNo, text)
 			if shown > 0 && out.Len()+len(entry) > lim.ReadBytes {
 				capped = true
 				break
 			}
-			out.WriteString(entry)
+			out.Write(entry)
 			shown++
 		} else if shown >= limit {
 			// Count the remaining lines cheaply so the model knows how much
@@ -124,6 +126,18 @@ func (s *Server) readFile(ctx context.Context, raw json.RawMessage) Response {
 		return errorf("offset %d is past the end of %s, which has %d lines", offset, a.Path, lineNo)
 	}
 	return Response{Output: out.String(), Truncated: truncated}
+}
+
+// appendNumbered appends line as read_file shows it: "%6d\t%s\n".
+func appendNumbered(dst []byte, n int, line []byte) []byte {
+	num := strconv.Itoa(n)
+	for i := len(num); i < 6; i++ {
+		dst = append(dst, ' ')
+	}
+	dst = append(dst, num...)
+	dst = append(dst, '\t')
+	dst = append(dst, line...)
+	return append(dst, '\n')
 }
 
 // openRegular opens a file for reading and refuses directories and special

@@ -394,7 +394,7 @@ func (g *grepper) file(ctx context.Context, path string) {
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		return
 	}
-	br := bufio.NewReaderSize(f, 64<<10)
+	br := bufio.NewReaderSize(f, 2*sniffBytes)
 	if head, _ := br.Peek(sniffBytes); bytes.IndexByte(head, 0) >= 0 {
 		return // binary
 	}
