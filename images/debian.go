@@ -160,10 +160,16 @@ func (img debianImage) debootstrap(ctx context.Context, b *build, st *stepTimer,
 	sum := <-summary
 
 	if ctx.Err() != nil {
+		// The user stopped the build: nothing to diagnose, keep no log.
+		keepLog = false
 		return fmt.Errorf("debootstrap interrupted: %w", ctx.Err())
 	}
 	if werr != nil {
-		return fmt.Errorf("debootstrap %s failed (%v); last lines:\n%s\nfull log: %s", img.suite, werr, strings.Join(sum.tail, "\n"), logf.Name())
+		hint := ""
+		if sum.mirrorFailed {
+			hint = fmt.Sprintf("\nthe mirror %s did not answer: pick a reachable Debian mirror with --mirror URL or images.mirror in the configuration", mirror)
+		}
+		return fmt.Errorf("debootstrap %s failed (%v); last lines:\n%s\nfull log: %s%s", img.suite, werr, strings.Join(sum.tail, "\n"), logf.Name(), hint)
 	}
 	keepLog = false
 	st.info(fmt.Sprintf("%d packages retrieved", sum.retrieved))
@@ -173,6 +179,9 @@ func (img debianImage) debootstrap(ctx context.Context, b *build, st *stepTimer,
 type debootstrapSummary struct {
 	retrieved int
 	tail      []string
+	// mirrorFailed is set when debootstrap could not fetch the suite's
+	// Release file: almost always a wrong or unreachable mirror.
+	mirrorFailed bool
 }
 
 // summarise copies debootstrap's output to the log and turns it into a
@@ -194,6 +203,9 @@ func summarise(r io.Reader, log io.Writer, st *stepTimer) *debootstrapSummary {
 		msg, isInfo := strings.CutPrefix(line, "I: ")
 		switch {
 		case strings.HasPrefix(line, "E: "), strings.HasPrefix(line, "W: "):
+			if strings.Contains(line, "Failed getting release file") {
+				s.mirrorFailed = true
+			}
 			st.info(line)
 		case !isInfo:
 		case strings.HasPrefix(msg, "Retrieving ") && !strings.HasPrefix(msg, "Retrieving InRelease") && !strings.HasPrefix(msg, "Retrieving Packages") && !strings.HasPrefix(msg, "Retrieving Release"):
