@@ -22,6 +22,8 @@ const (
 	// LabelTest marks resources created by one test so that its cleanup
 	// removes exactly what it made, never other tests' resources.
 	LabelTest = "dev.localagent.test"
+	// LabelBench marks containers made by `agent bench`.
+	LabelBench = "dev.localagent.bench"
 )
 
 // Label values.

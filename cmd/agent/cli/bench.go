@@ -1,18 +1,117 @@
 package cli
 
 import (
-	"errors"
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/localagent/agent/sandbox"
 )
+
+// BenchOptions are the inputs of `agent bench`.
+type BenchOptions struct {
+	IO         *IOStreams
+	Factory    *Factory
+	JSON       bool
+	Iterations int
+	Image      string
+}
 
 // NewCmdBench builds `agent bench`.
 func NewCmdBench(f *Factory) *cobra.Command {
-	return &cobra.Command{
-		Use:   "bench",
+	return newCmdBench(f, nil)
+}
+
+func newCmdBench(f *Factory, runF func(context.Context, *BenchOptions) error) *cobra.Command {
+	opts := &BenchOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "bench [--json] [--iterations N] [--image IMG]",
 		Short: "Measure sandbox and tool-call latency",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("agent bench: not implemented yet")
+		Long: `Measure, in one run on this machine, the sandbox ready time (create ->
+first tool call answered) against 'docker run --rm --network none IMG true',
+and tool-call latency (read_file of a small file, 'true' through the bash
+tool) against one 'docker exec' call: medians, p95 and the ratios.
+
+Targets: read_file median <= 1/20 of docker exec; ready median <= 1.3x
+docker run.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Iterations < 0 {
+				return UsageErrorf("--iterations must be positive")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return benchRun(cmd.Context(), opts)
 		},
 	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as one JSON object")
+	cmd.Flags().IntVarP(&opts.Iterations, "iterations", "n", 8, "sandboxes created (tool-call samples scale with it)")
+	cmd.Flags().StringVar(&opts.Image, "image", sandbox.BenchImage, "image to benchmark with")
+	return cmd
+}
+
+func benchRun(ctx context.Context, opts *BenchOptions) error {
+	cfg, err := opts.Factory.Config()
+	if err != nil {
+		return err
+	}
+	tb, err := sandbox.FindToolbox(cfg.Sandbox.Toolbox)
+	if err != nil {
+		return err
+	}
+	e, err := sandboxEngine(ctx, opts.Factory)
+	if err != nil {
+		return err
+	}
+	progress := func(s string) { fmt.Fprintln(opts.IO.ErrOut, "bench: "+s) }
+	rep, err := e.Bench(ctx, sandbox.BenchOptions{Image: opts.Image, Toolbox: tb, Iterations: opts.Iterations, Progress: progress})
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return writeJSON(opts.IO.Out, rep)
+	}
+	return writeBenchTable(opts.IO.Out, rep)
+}
+
+func writeBenchTable(w io.Writer, rep sandbox.BenchReport) error {
+	fmt.Fprintf(w, "image %s, engine %s, %d iterations\n\n", rep.Image, rep.Engine, rep.Iterations)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "operation\tn\tmedian ms\tp95 ms\t")
+	for _, r := range []struct {
+		name string
+		s    sandbox.Stats
+	}{
+		{"sandbox ready (create -> first tool call)", rep.Ready},
+		{"docker run --rm --network none IMG true", rep.DockerRun},
+		{"read_file (session)", rep.ReadFile},
+		{"bash true (session)", rep.BashTrue},
+		{"docker exec CID true", rep.DockerExec},
+	} {
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t\n", r.name, r.s.N, r.s.MedianMS, r.s.P95MS)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED"
+	}
+	fmt.Fprintf(w, "\nready / docker run:       %.3fx (target <= %.2fx: %s)\n", rep.ReadyVsDockerRun, rep.ReadyTarget, verdict(rep.ReadyMet))
+	fmt.Fprintf(w, "read_file / docker exec:  %.4fx = 1/%.0f (target <= 1/%.0f: %s)\n", rep.ReadFileVsDockerExec, inv(rep.ReadFileVsDockerExec), inv(rep.ReadFileTarget), verdict(rep.ReadFileMet))
+	fmt.Fprintf(w, "bash true / docker exec:  %.3fx\n", rep.BashVsDockerExec)
+	return nil
+}
+
+func inv(x float64) float64 {
+	if x == 0 {
+		return 0
+	}
+	return 1 / x
 }

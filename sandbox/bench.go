@@ -1,0 +1,266 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/localagent/agent/sandbox/toolbox"
+)
+
+// BenchImage is the image the benchmark uses by default: tiny, so the
+// numbers measure the sandbox machinery rather than image size.
+const BenchImage = "agent/busybox:latest"
+
+// Benchmark targets (DESIGN.md): reported, never asserted in unit tests.
+const (
+	// TargetReadyRatio: sandbox ready median <= 1.3x `docker run --rm`.
+	TargetReadyRatio = 1.3
+	// TargetReadFileRatio: read_file median <= 1/20 of one `docker exec`.
+	TargetReadFileRatio = 1.0 / 20
+)
+
+// BenchOptions configure Bench. Zero values are documented per field.
+type BenchOptions struct {
+	// Image defaults to BenchImage.
+	Image string
+	// Toolbox is the toolbox binary (see FindToolbox). Required.
+	Toolbox string
+	// Iterations is the number of sandbox creations timed (default 8); the
+	// tool-call samples are multiples of it.
+	Iterations int
+	// Labels are added to every sandbox and container the benchmark makes.
+	Labels map[string]string
+	// Progress, when set, receives a line before each phase.
+	Progress func(string)
+	// DockerCLI is the docker command for the baselines (default "docker").
+	DockerCLI string
+}
+
+// Stats summarise one measured operation, in milliseconds.
+type Stats struct {
+	N        int     `json:"n"`
+	MedianMS float64 `json:"median_ms"`
+	P95MS    float64 `json:"p95_ms"`
+	MinMS    float64 `json:"min_ms"`
+}
+
+func summarise(samples []time.Duration) Stats {
+	if len(samples) == 0 {
+		return Stats{}
+	}
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	ms := func(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
+	var median time.Duration
+	if n := len(s); n%2 == 1 {
+		median = s[n/2]
+	} else {
+		median = (s[n/2-1] + s[n/2]) / 2
+	}
+	p95 := s[int(math.Ceil(0.95*float64(len(s))))-1]
+	return Stats{N: len(s), MedianMS: ms(median), P95MS: ms(p95), MinMS: ms(s[0])}
+}
+
+// BenchReport is the outcome of one benchmark run. Every ratio compares
+// medians measured in the same run on the same machine.
+type BenchReport struct {
+	Image      string `json:"image"`
+	Engine     string `json:"engine"`
+	Iterations int    `json:"iterations"`
+	// Ready is create -> first tool call answered.
+	Ready Stats `json:"sandbox_ready"`
+	// DockerRun is `docker run --rm --network none IMAGE true`.
+	DockerRun Stats `json:"docker_run"`
+	// ReadFile is read_file of a small file over the session.
+	ReadFile Stats `json:"read_file"`
+	// BashTrue is `true` through the bash tool over the session.
+	BashTrue Stats `json:"bash_true"`
+	// DockerExec is one `docker exec CONTAINER true` CLI call.
+	DockerExec Stats `json:"docker_exec"`
+
+	ReadyVsDockerRun     float64 `json:"ready_vs_docker_run"`
+	ReadFileVsDockerExec float64 `json:"read_file_vs_docker_exec"`
+	BashVsDockerExec     float64 `json:"bash_vs_docker_exec"`
+	ReadyTarget          float64 `json:"ready_target"`
+	ReadFileTarget       float64 `json:"read_file_target"`
+	ReadyMet             bool    `json:"ready_met"`
+	ReadFileMet          bool    `json:"read_file_met"`
+}
+
+// Bench measures sandbox ready time and tool-call latency against the
+// docker CLI baselines, in one run. It removes everything it creates.
+func (e *Engine) Bench(ctx context.Context, opts BenchOptions) (BenchReport, error) {
+	if opts.Image == "" {
+		opts.Image = BenchImage
+	}
+	if opts.Iterations <= 0 {
+		opts.Iterations = 8
+	}
+	if opts.DockerCLI == "" {
+		opts.DockerCLI = "docker"
+	}
+	progress := opts.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	rep := BenchReport{Image: opts.Image, Engine: e.ServerVersion, Iterations: opts.Iterations,
+		ReadyTarget: TargetReadyRatio, ReadFileTarget: TargetReadFileRatio}
+	docker, err := exec.LookPath(opts.DockerCLI)
+	if err != nil {
+		return rep, fmt.Errorf("the benchmark compares against the docker command line, which is not installed (%v): install the Docker CLI", err)
+	}
+	if err := e.ImagePresent(ctx, opts.Image); err != nil {
+		return rep, err
+	}
+	ws, err := os.MkdirTemp("", "agent-bench-")
+	if err != nil {
+		return rep, err
+	}
+	defer os.RemoveAll(ws)
+	if err := os.WriteFile(filepath.Join(ws, "small.txt"), []byte("one\ntwo\nthree\n"), 0o644); err != nil {
+		return rep, err
+	}
+	labels := map[string]string{}
+	for k, v := range opts.Labels {
+		labels[k] = v
+	}
+	labels[LabelBench] = "true"
+	spec := Spec{Workspace: ws, Image: opts.Image, Toolbox: opts.Toolbox, Labels: labels}
+	runArgs := []string{"run", "--rm", "--network", "none", "--label", LabelManaged + "=" + ManagedValue, "--label", LabelBench + "=true"}
+	for k, v := range opts.Labels {
+		runArgs = append(runArgs, "--label", k+"="+v)
+	}
+	runArgs = append(runArgs, opts.Image, "true")
+	readArgs := json.RawMessage(`{"path":"small.txt"}`)
+
+	// One sandbox's life: create, first tool call answered, remove.
+	ready := func() (time.Duration, error) {
+		start := time.Now()
+		sb, err := e.Create(ctx, spec)
+		if err != nil {
+			return 0, err
+		}
+		defer e.cleanup(ctx, sb.ID)
+		r, err := sb.Tool(ctx, toolbox.ToolReadFile, readArgs)
+		d := time.Since(start)
+		sb.Close()
+		if err == nil && r.IsError {
+			err = fmt.Errorf("read_file failed in the benchmark sandbox: %s", r.Output)
+		}
+		return d, err
+	}
+	dockerRun := func() (time.Duration, error) {
+		start := time.Now()
+		out, err := exec.CommandContext(ctx, docker, runArgs...).CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("docker run: %v: %s", err, out)
+		}
+		return time.Since(start), nil
+	}
+
+	progress(fmt.Sprintf("sandbox ready vs docker run (%d each)", opts.Iterations))
+	// A warm-up of each, untimed, so neither side pays first-use costs.
+	if _, err := dockerRun(); err != nil {
+		return rep, err
+	}
+	if _, err := ready(); err != nil {
+		return rep, err
+	}
+	var readyS, runS []time.Duration
+	for i := 0; i < opts.Iterations; i++ {
+		// Interleaved so that machine noise hits both alike.
+		d, err := dockerRun()
+		if err != nil {
+			return rep, err
+		}
+		runS = append(runS, d)
+		if d, err = ready(); err != nil {
+			return rep, err
+		}
+		readyS = append(readyS, d)
+	}
+
+	sb, err := e.Create(ctx, spec)
+	if err != nil {
+		return rep, err
+	}
+	defer e.cleanup(ctx, sb.ID)
+	defer sb.Close()
+	call := func(name string, args json.RawMessage) (time.Duration, error) {
+		start := time.Now()
+		r, err := sb.Tool(ctx, name, args)
+		d := time.Since(start)
+		if err == nil && r.IsError {
+			err = fmt.Errorf("%s failed in the benchmark sandbox: %s", name, r.Output)
+		}
+		return d, err
+	}
+	dockerExec := func() (time.Duration, error) {
+		start := time.Now()
+		out, err := exec.CommandContext(ctx, docker, "exec", sb.ID, "true").CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("docker exec: %v: %s", err, out)
+		}
+		return time.Since(start), nil
+	}
+	bashArgs := json.RawMessage(`{"command":"true"}`)
+	if _, err := call(toolbox.ToolReadFile, readArgs); err != nil {
+		return rep, err
+	}
+	if _, err := dockerExec(); err != nil {
+		return rep, err
+	}
+	progress(fmt.Sprintf("tool calls vs docker exec (%d read_file, %d bash, %d docker exec)", 25*opts.Iterations, 5*opts.Iterations, 3*opts.Iterations))
+	var readS, bashS, execS []time.Duration
+	for i := 0; i < opts.Iterations; i++ {
+		for j := 0; j < 25; j++ {
+			d, err := call(toolbox.ToolReadFile, readArgs)
+			if err != nil {
+				return rep, err
+			}
+			readS = append(readS, d)
+		}
+		for j := 0; j < 5; j++ {
+			d, err := call(toolbox.ToolBash, bashArgs)
+			if err != nil {
+				return rep, err
+			}
+			bashS = append(bashS, d)
+		}
+		for j := 0; j < 3; j++ {
+			d, err := dockerExec()
+			if err != nil {
+				return rep, err
+			}
+			execS = append(execS, d)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return rep, err
+	}
+	rep.Ready, rep.DockerRun = summarise(readyS), summarise(runS)
+	rep.ReadFile, rep.BashTrue, rep.DockerExec = summarise(readS), summarise(bashS), summarise(execS)
+	ratio := func(a, b float64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return math.Round(a/b*1000) / 1000
+	}
+	rep.ReadyVsDockerRun = ratio(rep.Ready.MedianMS, rep.DockerRun.MedianMS)
+	rep.ReadFileVsDockerExec = ratio(rep.ReadFile.MedianMS, rep.DockerExec.MedianMS)
+	rep.BashVsDockerExec = ratio(rep.BashTrue.MedianMS, rep.DockerExec.MedianMS)
+	rep.ReadyMet = rep.ReadyVsDockerRun <= TargetReadyRatio
+	rep.ReadFileMet = rep.ReadFileVsDockerExec <= TargetReadFileRatio
+	if rep.Ready.N == 0 || rep.ReadFile.N == 0 {
+		return rep, errors.New("benchmark collected no samples")
+	}
+	return rep, nil
+}
