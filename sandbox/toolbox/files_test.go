@@ -398,6 +398,17 @@ func TestGlob(t *testing.T) {
 		})
 	}
 
+	// A directory named through a symlink is searched; links met during
+	// the walk are not followed.
+	if err := os.Symlink("a", filepath.Join(s.Root, "alias")); err != nil {
+		t.Fatal(err)
+	}
+	check(t, call(t, s, ToolGlob, GlobArgs{Pattern: "alias/*.go"}), false, "alias/a.go\n")
+	check(t, call(t, s, ToolGlob, GlobArgs{Pattern: "*.go", Path: "alias"}), false, "alias/a.go\n")
+	if r := call(t, s, ToolGlob, GlobArgs{Pattern: "**/b.go"}); r.Output != "a/b/b.go\n" {
+		t.Errorf("walk followed a link: %q", r.Output)
+	}
+
 	s.Limits = Limits{GlobResults: 2}
 	r := call(t, s, ToolGlob, GlobArgs{Pattern: "**/*.go"})
 	check(t, r, false, "a/a.go\na/b/b.go\n[... 1 more matches not shown")
@@ -413,8 +424,12 @@ func TestGrep(t *testing.T) {
 	writeTestFile(t, s.Root, "pkg/util_test.go", "package pkg\n// TODO test\n")
 	writeTestFile(t, s.Root, "web/app.ts", "// TODO ts\n")
 	writeTestFile(t, s.Root, ".git/config", "TODO git\n")
+	writeTestFile(t, s.Root, "sub/.git", "gitdir: TODO git pointer\n")
 	writeTestFile(t, s.Root, "bin/tool", "TODO\x00binary\n")
 	writeTestFile(t, s.Root, "long.txt", "TODO "+strings.Repeat("z", 600)+"\n")
+	if err := os.Symlink("pkg", filepath.Join(s.Root, "pkglink")); err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name      string
@@ -434,6 +449,7 @@ func TestGrep(t *testing.T) {
 		{name: "under path", args: GrepArgs{Pattern: "TODO", Path: "pkg"},
 			exact: "pkg/util.go:2:// TODO two\npkg/util_test.go:2:// TODO test\n"},
 		{name: "one file", args: GrepArgs{Pattern: "func", Path: "main.go"}, exact: "main.go:3:func main() {}\n"},
+		{name: "dir through a link", args: GrepArgs{Pattern: "TODO", Path: "pkglink", Exclude: "*_test.go"}, exact: "pkglink/util.go:2:// TODO two\n"},
 		{name: "case insensitive", args: GrepArgs{Pattern: "(?i)todo ts"}, exact: "web/app.ts:1:// TODO ts\n"},
 		{name: "long line cut", args: GrepArgs{Pattern: "z{600}"}, truncated: true,
 			wants: []string{"long.txt:1:TODO zzz", "[... line cut, 605 bytes]"}},

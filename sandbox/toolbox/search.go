@@ -190,20 +190,26 @@ func (s *Server) glob(ctx context.Context, raw json.RawMessage) Response {
 	lim := s.limits()
 	var matches []string
 	total := 0
-	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+	// The trailing slash makes WalkDir descend into start even when it is
+	// a symlink to a directory: a path the model names is followed, links
+	// met inside the walk are not (no loops).
+	err := filepath.WalkDir(start+string(filepath.Separator), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil // unreadable entries are skipped, not fatal
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if d.Name() == ".git" && p != start {
+		if d.Name() == ".git" && filepath.Clean(p) != start {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		relStart, _ := filepath.Rel(start, p)
+		relStart, err := filepath.Rel(start, p)
+		if err != nil {
+			return nil
+		}
 		if maxDepth >= 0 && relStart != "." && strings.Count(relStart, "/")+1 > maxDepth {
 			if d.IsDir() {
 				return filepath.SkipDir
@@ -309,17 +315,22 @@ func (s *Server) grep(ctx context.Context, raw json.RawMessage) Response {
 		// exclude it: the model asked for it.
 		g.file(ctx, abs)
 	} else {
-		werr := filepath.WalkDir(abs, func(p string, d fs.DirEntry, err error) error {
+		// Trailing slash: descend into a directory named through a symlink.
+		werr := filepath.WalkDir(abs+string(filepath.Separator), func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return nil
 			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if d.IsDir() {
-				if d.Name() == ".git" && p != abs {
+			isRoot := filepath.Clean(p) == abs
+			if d.Name() == ".git" && !isRoot {
+				if d.IsDir() {
 					return filepath.SkipDir
 				}
+				return nil // a worktree's .git pointer file
+			}
+			if d.IsDir() {
 				return nil
 			}
 			if !d.Type().IsRegular() {
