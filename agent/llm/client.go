@@ -93,12 +93,21 @@ func NewHTTP(opts Options) (*HTTPClient, error) {
 	applyDefaults(&opts)
 	c := &HTTPClient{opts: opts, root: root, http: opts.HTTPClient, log: opts.Logger}
 	if c.http == nil {
-		c.http = &http.Client{}
+		c.http = &http.Client{Transport: defaultTransport()}
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	return c, nil
+}
+
+// defaultTransport is http.DefaultTransport with a shorter dial timeout: a
+// server that does not answer the TCP handshake in 10 s is not there, and
+// the retry loop should say so quickly rather than after 30 s per attempt.
+func defaultTransport() http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	return t
 }
 
 func applyDefaults(o *Options) {
@@ -124,7 +133,9 @@ func (c *HTTPClient) BaseURL() string { return c.root }
 
 // Stream implements Client. On error the Response holds whatever was
 // assembled before the failure (check Error.Partial). Cancelling ctx stops
-// this generation only; the error then wraps ctx's error.
+// this generation only; the error then wraps ctx's error. onDelta runs on
+// the reading goroutine and must return quickly: time spent in it counts
+// against the idle timeout.
 func (c *HTTPClient) Stream(ctx context.Context, req Request, onDelta func(Delta)) (Response, error) {
 	payload, err := json.Marshal(newWireRequest(req, c.opts.Model, true))
 	if err != nil {
@@ -281,6 +292,9 @@ func (c *HTTPClient) streamOnce(ctx context.Context, payload []byte, withTools b
 			return asm.response(), true, withURL(err, endpoint)
 		}
 	}
+	// Nothing after [DONE] is read: a server that keeps the stream open
+	// would block here. Closing an unfinished body costs a new connection
+	// for the next request, which is cheap next to a generation.
 	resp := asm.response()
 	if !done && asm.chunks > 0 && asm.finish == "" {
 		// Without [DONE] or a finish_reason the reply may be incomplete:
