@@ -27,6 +27,9 @@ var ErrInterrupted = errors.New("task interrupted")
 // preflightSandbox checks what creating the sandbox needs (engine, image,
 // toolbox) so that a missing piece fails before any task state exists.
 func (o *Orchestrator) preflightSandbox(ctx context.Context, image string) error {
+	if o.opts.ToolboxError != nil {
+		return o.opts.ToolboxError
+	}
 	if o.opts.Sandbox.Toolbox == "" {
 		return errors.New("no toolbox binary configured: run `make build` (agent-toolbox next to agent) or set sandbox.toolbox")
 	}

@@ -28,6 +28,9 @@ type Options struct {
 	// limits, runtime, extra labels); Workspace, Task and StateID are set
 	// per task.
 	Sandbox sandbox.Spec
+	// ToolboxError, when set, is why no toolbox binary was found; tasks
+	// fail with it before creating anything.
+	ToolboxError error
 	// Sink receives the events of tasks run by this orchestrator.
 	Sink event.Sink
 	// MaxIterations bounds model requests per run (0: the agent's default).

@@ -1,19 +1,339 @@
 package cli
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/localagent/agent/agent"
+	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/orchestrator"
+	"github.com/localagent/agent/policy"
+	"github.com/localagent/agent/sandbox"
 )
 
 // taskCommands builds `agent task` and the commands that manage tasks.
 func taskCommands(f *Factory) []*cobra.Command {
-	return []*cobra.Command{{
+	return []*cobra.Command{
+		NewCmdTask(f, nil),
+		NewCmdTasks(f, nil),
+		NewCmdTaskDiff(f, nil),
+		NewCmdTaskLog(f, nil),
+		NewCmdTaskMerge(f, nil),
+		NewCmdTaskDiscard(f, nil),
+		NewCmdTaskShell(f, nil),
+		NewCmdTaskResume(f, nil),
+		NewCmdTaskGC(f, nil),
+	}
+}
+
+// TaskOptions are the inputs of `agent task`.
+type TaskOptions struct {
+	IO      *IOStreams
+	Factory *Factory
+
+	Prompt             string
+	Repo               string
+	Base               string
+	Approve            string
+	Run                RunFlags
+	IncludeUncommitted bool
+	JSON               bool
+	Labels             []string
+}
+
+// NewCmdTask builds `agent task`.
+func NewCmdTask(f *Factory, runF func(context.Context, *TaskOptions) error) *cobra.Command {
+	opts := &TaskOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
 		Use:   "task PROMPT",
 		Short: "Run a task in a sandbox and hand back a branch for review",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("agent task: not implemented yet")
+		Long: `Run a coding task: agent creates the branch agent/<slug>-<id> and a worktree
+for it under the state directory, runs the agent in a hardened, network-less
+container over that worktree, commits the result on the branch and shows a
+review (commits, diffstat, commands run, tests). Then it asks what to do:
+merge into the base branch, squash-merge, keep the branch (the default), or
+discard it. Your checkout is never touched unless you merge.
+
+Without a terminal no form can be shown: pass --approve.`,
+		Example: `  agent task "add pagination to the users endpoint"
+  agent task --llm script:demo/script.yaml --approve keep "fix the greeting"`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Prompt = args[0]
+			opts.Run.changed(cmd)
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return taskRun(cmd.Context(), opts)
 		},
-	}}
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Repo, "repo", "", "directory inside the git checkout to work on (default: the working directory)")
+	fl.StringVar(&opts.Base, "base", "", "ref the task branches from (default: HEAD)")
+	fl.StringVar(&opts.Approve, "approve", approveAsk, "decision after review: ask, merge, squash, keep or discard")
+	fl.BoolVar(&opts.IncludeUncommitted, "include-uncommitted", false, "start from a snapshot of the checkout's uncommitted changes")
+	fl.BoolVar(&opts.JSON, "json", false, "stream events as JSON lines on stdout; the last line is the result")
+	opts.Run.add(cmd)
+	fl.StringArrayVar(&opts.Labels, "label", nil, "extra sandbox container label KEY=VALUE (repeatable)")
+	_ = fl.MarkHidden("label")
+	f.SetProjectDir(func() string { return projectDir(opts.Repo) })
+	return cmd
+}
+
+// RunFlags choose the model and the sandbox. They override the
+// configuration only when given. (They are not bound to viper keys: a key
+// can be bound to one flag only, and other commands bind sandbox.image.)
+type RunFlags struct {
+	LLM, Model, Image          string
+	LLMSet, ModelSet, ImageSet bool
+}
+
+func (rf *RunFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&rf.LLM, "llm", "", "model endpoint: URL of an OpenAI-compatible server, or script:FILE for a scripted model (config llm.url; default: the managed llama-server)")
+	fl.StringVar(&rf.Model, "model", "", "model name to request (config llm.model)")
+	fl.StringVar(&rf.Image, "image", "", "sandbox image (config sandbox.image)")
+}
+
+// changed records which flags were given.
+func (rf *RunFlags) changed(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	rf.LLMSet, rf.ModelSet, rf.ImageSet = fl.Changed("llm"), fl.Changed("model"), fl.Changed("image")
+}
+
+// apply copies the given flags over cfg.
+func (rf *RunFlags) apply(cfg *Config) {
+	if rf.LLMSet {
+		cfg.LLM.URL = rf.LLM
+	}
+	if rf.ModelSet {
+		cfg.LLM.Model = rf.Model
+	}
+	if rf.ImageSet {
+		cfg.Sandbox.Image = rf.Image
+	}
+}
+
+func projectDir(repo string) string {
+	if repo != "" {
+		return repo
+	}
+	d, _ := os.Getwd()
+	return d
+}
+
+func parseLabels(ls []string) (map[string]string, error) {
+	labels := map[string]string{}
+	for _, l := range ls {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return nil, UsageErrorf("--label %q must be KEY=VALUE", l)
+		}
+		labels[k] = v
+	}
+	return labels, nil
+}
+
+// newOrchestrator builds the orchestrator from the configuration. Docker is
+// connected only when a command needs it.
+func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *RunFlags) (*orchestrator.Orchestrator, *Config, error) {
+	cfg, err := f.Config()
+	if err != nil {
+		return nil, nil, err
+	}
+	if rf != nil {
+		rf.apply(cfg)
+	}
+	limits, err := policy.LimitsFrom(cfg.Sandbox.Memory, cfg.Sandbox.CPUs, cfg.Sandbox.Pids, cfg.Sandbox.Tmpfs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox configuration: %w", err)
+	}
+	tb, tbErr := sandbox.FindToolbox(cfg.Sandbox.Toolbox)
+	o, err := orchestrator.New(orchestrator.Options{
+		StateDir: cfg.StateDir,
+		Engine:   func(ctx context.Context) (*sandbox.Engine, error) { return sandboxEngine(ctx, f) },
+		Sandbox: sandbox.Spec{
+			Image: cfg.Sandbox.Image, Toolbox: tb, Limits: limits, Runtime: cfg.Sandbox.Runtime, Labels: labels,
+		},
+		ToolboxError:  tbErr,
+		Sink:          sink,
+		MaxIterations: cfg.Agent.MaxIterations,
+		Hooks: agent.Hooks{
+			SessionStart: cfg.Agent.Hooks.SessionStart, PreTool: cfg.Agent.Hooks.PreTool, PostTool: cfg.Agent.Hooks.PostTool,
+		},
+		LLMPort: cfg.LLM.Port,
+		APIKey:  cfg.LLM.APIKey,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return o, cfg, nil
+}
+
+func taskRun(ctx context.Context, opts *TaskOptions) error {
+	approve, err := parseApprove(opts.Approve)
+	if err != nil {
+		return err
+	}
+	// Decide before doing anything whether a decision can be asked for:
+	// failing after a long run would waste it.
+	if approve == approveAsk && (opts.JSON || !opts.IO.CanPrompt()) {
+		return errNeedApprove("agent task")
+	}
+	labels, err := parseLabels(opts.Labels)
+	if err != nil {
+		return err
+	}
+	r := newEventRenderer(opts.IO, opts.JSON)
+	defer r.Close()
+	o, cfg, err := newOrchestrator(opts.Factory, r, labels, &opts.Run)
+	if err != nil {
+		return err
+	}
+	run, err := o.NewTask(ctx, orchestrator.TaskOptions{
+		Prompt: opts.Prompt, RepoDir: opts.Repo, Base: opts.Base, IncludeUncommitted: opts.IncludeUncommitted,
+		LLM: cfg.LLM.URL, Model: cfg.LLM.Model, Image: cfg.Sandbox.Image,
+	})
+	if err != nil {
+		return err
+	}
+	defer run.Close()
+	if strings.HasPrefix(cfg.LLM.URL, orchestrator.ScriptPrefix) {
+		r.Emit(event.Event{Kind: event.Notice, Task: run.Task.ID,
+			Text: "using a SCRIPTED model (" + cfg.LLM.URL + "): its replies are canned, not a real model's"})
+	}
+	return executeAndDecide(ctx, opts.IO, o, run, r, approve, opts.JSON)
+}
+
+// executeAndDecide runs a task to its review and applies the decision.
+func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orchestrator, run *orchestrator.Run, r *eventRenderer, approve string, jsonOut bool) error {
+	t := run.Task
+	if err := run.Execute(ctx); err != nil {
+		r.Close()
+		if errors.Is(err, orchestrator.ErrInterrupted) {
+			fmt.Fprintf(ios.ErrOut, "agent: task %s interrupted; its worktree keeps every change: `agent resume %s` continues it\n", t.ID, t.ID)
+			return ErrCancelled
+		}
+		return err
+	}
+	rv, err := o.Review(ctx, t)
+	if err != nil {
+		return err
+	}
+	r.Close()
+	human := ios.Out
+	if jsonOut {
+		human = ios.ErrOut
+	}
+	printReview(human, rv)
+
+	var d orchestrator.Decision
+	if approve == approveAsk {
+		unmerged, uncommitted, err := o.UnmergedWork(ctx, t)
+		if err != nil {
+			return err
+		}
+		if d, err = askDecision(ios, rv, unmerged, len(uncommitted)); err != nil {
+			return err
+		}
+	} else {
+		d = orchestrator.Decision(approve)
+	}
+	out, derr := o.Decide(ctx, t, d, true)
+	if jsonOut {
+		res := map[string]any{"kind": "result", "task": t, "review": rv}
+		if derr == nil {
+			res["outcome"] = out
+		} else {
+			res["error"] = derr.Error()
+		}
+		if err := writeJSONLine(ios.Out, res); err != nil {
+			return err
+		}
+	}
+	if derr != nil {
+		return derr
+	}
+	fmt.Fprintln(human, out.Message)
+	return nil
+}
+
+// TaskResumeOptions are the inputs of `agent resume`.
+type TaskResumeOptions struct {
+	IO      *IOStreams
+	Factory *Factory
+	Task    string
+	Approve string
+	JSON    bool
+	Labels  []string
+	Run     RunFlags
+}
+
+// NewCmdTaskResume builds `agent resume`.
+func NewCmdTaskResume(f *Factory, runF func(context.Context, *TaskResumeOptions) error) *cobra.Command {
+	opts := &TaskResumeOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "resume TASK",
+		Short: "Continue an interrupted task in the same worktree",
+		Long: `Continue a task whose run was interrupted (Ctrl-C, a killed process, a
+crash) or failed: a fresh sandbox is created over the same worktree and the
+agent continues the same transcript. --llm overrides the task's endpoint.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Task = args[0]
+			opts.Run.changed(cmd)
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return taskResumeRun(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Approve, "approve", approveAsk, "decision after review: ask, merge, squash, keep or discard")
+	fl.BoolVar(&opts.JSON, "json", false, "stream events as JSON lines on stdout; the last line is the result")
+	opts.Run.add(cmd)
+	fl.StringArrayVar(&opts.Labels, "label", nil, "extra sandbox container label KEY=VALUE (repeatable)")
+	_ = fl.MarkHidden("label")
+	return cmd
+}
+
+func taskResumeRun(ctx context.Context, opts *TaskResumeOptions) error {
+	approve, err := parseApprove(opts.Approve)
+	if err != nil {
+		return err
+	}
+	if approve == approveAsk && (opts.JSON || !opts.IO.CanPrompt()) {
+		return errNeedApprove("agent resume")
+	}
+	labels, err := parseLabels(opts.Labels)
+	if err != nil {
+		return err
+	}
+	r := newEventRenderer(opts.IO, opts.JSON)
+	defer r.Close()
+	o, cfg, err := newOrchestrator(opts.Factory, r, labels, &opts.Run)
+	if err != nil {
+		return err
+	}
+	if _, err := o.Reconcile(); err != nil {
+		return err
+	}
+	ro := orchestrator.ResumeOptions{}
+	if opts.Run.LLMSet || os.Getenv("AGENT_LLM_URL") != "" {
+		ro.LLM = cfg.LLM.URL
+	}
+	if opts.Run.ModelSet {
+		ro.Model = cfg.LLM.Model
+	}
+	run, err := o.Resume(ctx, opts.Task, ro)
+	if err != nil {
+		return err
+	}
+	defer run.Close()
+	return executeAndDecide(ctx, opts.IO, o, run, r, approve, opts.JSON)
 }

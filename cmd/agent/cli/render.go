@@ -1,0 +1,248 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/localagent/agent/agent/event"
+)
+
+// renderMode says how events reach the user.
+type renderMode int
+
+const (
+	renderPlain renderMode = iota // one line per step (not a terminal)
+	renderLive                    // streamed text and a status line (terminal)
+	renderJSON                    // one JSON object per event on stdout
+)
+
+// eventRenderer turns an event stream into terminal output. It is an
+// event.Sink and safe for concurrent use.
+type eventRenderer struct {
+	mu    sync.Mutex
+	mode  renderMode
+	w     io.Writer // human output
+	jsonw io.Writer // JSON lines (renderJSON)
+	start time.Time
+
+	midLine    bool // streamed text left the cursor mid-line
+	statusUp   bool // the status line is drawn
+	tokensIn   int
+	tokensOut  int
+	tools      int
+	running    string // the tool running now
+	lastStatus string
+	stop       chan struct{}
+	done       chan struct{}
+	now        func() time.Time
+}
+
+// newEventRenderer picks the mode from the streams: JSON when asked, live
+// when stderr is a terminal, plain lines otherwise. Human output goes to
+// stderr (stdout stays for results and JSON).
+func newEventRenderer(ios *IOStreams, jsonOut bool) *eventRenderer {
+	r := &eventRenderer{w: ios.ErrOut, jsonw: ios.Out, start: time.Now(), now: time.Now}
+	switch {
+	case jsonOut:
+		r.mode = renderJSON
+	case ios.ErrTTY:
+		r.mode = renderLive
+		r.stop, r.done = make(chan struct{}), make(chan struct{})
+		go r.tick()
+	default:
+		r.mode = renderPlain
+	}
+	return r
+}
+
+// tick redraws the status line so elapsed time moves while the model
+// thinks or a command runs.
+func (r *eventRenderer) tick() {
+	defer close(r.done)
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+			r.mu.Lock()
+			r.drawStatus()
+			r.mu.Unlock()
+		}
+	}
+}
+
+// Close stops the live status line and ends any half-written line.
+func (r *eventRenderer) Close() {
+	if r.stop != nil {
+		close(r.stop)
+		<-r.done
+		r.stop = nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.clearStatus()
+	if r.midLine {
+		fmt.Fprintln(r.w)
+		r.midLine = false
+	}
+}
+
+// Emit renders one event.
+func (r *eventRenderer) Emit(e event.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.Time.IsZero() {
+		e.Time = r.now()
+	}
+	switch e.Kind {
+	case event.Usage:
+		r.tokensIn += e.PromptTokens
+		r.tokensOut += e.CompletionTokens
+	case event.ToolStarted:
+		r.tools++
+		r.running = e.Tool
+	case event.ToolFinished:
+		r.running = ""
+	}
+	if r.mode == renderJSON {
+		if b, err := json.Marshal(e); err == nil {
+			_, _ = r.jsonw.Write(append(b, '\n'))
+		}
+		return
+	}
+	r.clearStatus()
+	r.human(e)
+	if r.mode == renderLive {
+		r.drawStatus()
+	}
+}
+
+func (r *eventRenderer) elapsed() string {
+	return fmt.Sprintf("%5.1fs", r.now().Sub(r.start).Seconds())
+}
+
+func who(e event.Event) string {
+	if e.Agent != "" {
+		return "[" + e.Agent + "] "
+	}
+	return ""
+}
+
+// line writes a whole line, ending streamed text first.
+func (r *eventRenderer) line(format string, a ...any) {
+	if r.midLine {
+		fmt.Fprintln(r.w)
+		r.midLine = false
+	}
+	fmt.Fprintf(r.w, format+"\n", a...)
+}
+
+func (r *eventRenderer) human(e event.Event) {
+	switch e.Kind {
+	case event.TextDelta:
+		if e.Text == "" {
+			return
+		}
+		if r.mode == renderPlain && !r.midLine {
+			fmt.Fprint(r.w, who(e))
+		}
+		fmt.Fprint(r.w, e.Text)
+		r.midLine = !strings.HasSuffix(e.Text, "\n")
+	case event.ThinkingDelta:
+		// Thinking is kept in the transcript (agent log), not shown live.
+	case event.ToolStarted:
+		r.line("%s %s> %s %s", r.elapsed(), who(e), e.Tool, summarizeArgs(e.Tool, e.Args))
+	case event.ToolFinished:
+		status := "ok"
+		switch {
+		case e.ExitCode != nil && *e.ExitCode != 0:
+			status = fmt.Sprintf("exit %d", *e.ExitCode)
+		case e.ExitCode != nil:
+			status = "exit 0"
+		case e.IsError:
+			status = "error"
+		}
+		detail := ""
+		if e.IsError && e.Text != "" {
+			detail = ": " + oneLine(e.Text, 100)
+		}
+		r.line("%s %s  %s %s (%s)%s", r.elapsed(), who(e), e.Tool, status, e.Duration.Round(time.Millisecond), detail)
+	case event.Notice:
+		r.line("%s %snote: %s", r.elapsed(), who(e), e.Text)
+	case event.Progress:
+		r.line("%s %s%s", r.elapsed(), who(e), e.Text)
+	case event.Egress:
+		verdict := "denied"
+		if e.Allowed {
+			verdict = "allowed"
+		}
+		r.line("%s %snetwork %s: %s", r.elapsed(), who(e), verdict, e.Text)
+	case event.SubAgent:
+		r.line("%s sub-agent %s: %s %s", r.elapsed(), e.Agent, e.State, oneLine(e.Text, 100))
+	case event.Error:
+		r.line("%s %serror: %s", r.elapsed(), who(e), e.Text)
+	case event.Done:
+		if e.Agent == "" {
+			r.line("%s done (%s) · %d tool calls · tokens %d in / %d out", r.elapsed(), e.State, r.tools, r.tokensIn, r.tokensOut)
+		}
+	case event.Usage:
+	}
+}
+
+// summarizeArgs shows the part of a tool's arguments a user cares about.
+func summarizeArgs(tool, args string) string {
+	var m map[string]any
+	if json.Unmarshal([]byte(args), &m) != nil {
+		return oneLine(args, 80)
+	}
+	for _, k := range []string{"command", "path", "pattern", "thought"} {
+		if v, ok := m[k].(string); ok && v != "" {
+			if k == "command" {
+				return "$ " + oneLine(v, 100)
+			}
+			return oneLine(v, 100)
+		}
+	}
+	return oneLine(args, 80)
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
+
+// drawStatus draws the bottom status line (live mode only). Streamed text
+// in progress keeps the line free.
+func (r *eventRenderer) drawStatus() {
+	if r.mode != renderLive || r.midLine {
+		return
+	}
+	el := r.now().Sub(r.start)
+	what := "thinking"
+	if r.running != "" {
+		what = "running " + r.running
+	}
+	s := fmt.Sprintf("%s %s · %s · %d tool calls · tokens %d in / %d out",
+		spinner[int(el/(100*time.Millisecond))%len(spinner)], el.Round(time.Second), what, r.tools, r.tokensIn, r.tokensOut)
+	fmt.Fprint(r.w, "\r\x1b[2K\x1b[2m"+s+"\x1b[0m")
+	r.statusUp = true
+	r.lastStatus = s
+}
+
+func (r *eventRenderer) clearStatus() {
+	if r.statusUp {
+		fmt.Fprint(r.w, "\r\x1b[2K")
+		r.statusUp = false
+	}
+}
