@@ -45,6 +45,7 @@ image with 'agent images build llama-server' or load a GPU build with
 // commands have these flags.
 type llmFlags struct {
 	instance string
+	labels   []string
 	fs       *pflag.FlagSet
 }
 
@@ -60,6 +61,8 @@ func addLLMFlags(cmd *cobra.Command) *llmFlags {
 	lf := &llmFlags{fs: fl}
 	fl.StringVar(&lf.instance, "instance", "", "run a separately named server (agent-llm-INSTANCE)")
 	_ = fl.MarkHidden("instance")
+	fl.StringArrayVar(&lf.labels, "label", nil, "extra container label KEY=VALUE (repeatable)")
+	_ = fl.MarkHidden("label")
 	return lf
 }
 
@@ -92,7 +95,16 @@ func (lf *llmFlags) options(f *Factory, extra []string) (llamaserver.Options, er
 			return llamaserver.Options{}, err
 		}
 	}
+	labels := map[string]string{}
+	for _, l := range lf.labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" || strings.HasPrefix(k, "dev.localagent.llm.") || k == llamaserver.LabelManaged || k == llamaserver.LabelKind {
+			return llamaserver.Options{}, UsageErrorf("--label %q: want KEY=VALUE with a key agent does not set itself", l)
+		}
+		labels[k] = v
+	}
 	o := llamaserver.Options{
+		Labels: labels,
 		Model: model, Image: cfg.LLM.Image, Port: cfg.LLM.Port, Ctx: cfg.LLM.Ctx, Parallel: cfg.LLM.Parallel,
 		GPUs: gpus, ExtraArgs: extra, Instance: lf.instance, StartTimeout: cfg.LLM.StartTimeout,
 	}

@@ -21,6 +21,10 @@ type Options struct {
 	Layers int
 	// Seed makes the random weights reproducible.
 	Seed uint64
+	// NeverEOS shapes the weights so that the end-of-sequence token is
+	// never sampled: replies run to max_tokens or the context's end, which
+	// tests that interrupt a reply in flight rely on.
+	NeverEOS bool
 }
 
 // Model dimensions: just large enough for ggml's kernels to be happy.
@@ -103,17 +107,35 @@ func WriteLlama(path string, o Options) error {
 		t("output_norm.weight", ones(embd), embd),
 		t("output.weight", random(embd, vocab), embd, vocab),
 	}
+	if o.NeverEOS {
+		// Residual dimension 0 is 1.0 in every token's embedding and no
+		// layer writes to it (row 0 of attn_output and ffn_down is zero),
+		// so after the final norm it is large and positive for every
+		// position. EOS's output row weighs it at -8: its logit sits far
+		// below every other token's, under top-k and min-p cut-offs.
+		emb := tensors[0].Data
+		for tok := uint64(0); tok < vocab; tok++ {
+			emb[tok*embd] = 1
+		}
+		out := tensors[2].Data
+		out[2*embd] = -8 // token 2 is </s>
+	}
 	for l := 0; l < o.Layers; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
+		attnOut, ffnDown := random(embd, embd), random(ff, embd)
+		if o.NeverEOS {
+			clear(attnOut[:embd])
+			clear(ffnDown[:ff])
+		}
 		tensors = append(tensors,
 			t(p+"attn_norm.weight", ones(embd), embd),
 			t(p+"attn_q.weight", random(embd, embd), embd, embd),
 			t(p+"attn_k.weight", random(embd, embd), embd, embd),
 			t(p+"attn_v.weight", random(embd, embd), embd, embd),
-			t(p+"attn_output.weight", random(embd, embd), embd, embd),
+			t(p+"attn_output.weight", attnOut, embd, embd),
 			t(p+"ffn_norm.weight", ones(embd), embd),
 			t(p+"ffn_gate.weight", random(embd, ff), embd, ff),
-			t(p+"ffn_down.weight", random(ff, embd), ff, embd),
+			t(p+"ffn_down.weight", ffnDown, ff, embd),
 			t(p+"ffn_up.weight", random(embd, ff), embd, ff),
 		)
 	}

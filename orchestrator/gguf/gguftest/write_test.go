@@ -11,7 +11,7 @@ func TestWriteModelFile(t *testing.T) {
 	if out == "" {
 		t.Skip("GGUFTEST_OUT not set")
 	}
-	if err := WriteLlama(out, Options{}); err != nil {
+	if err := WriteLlama(out, Options{NeverEOS: os.Getenv("GGUFTEST_NEVER_EOS") != ""}); err != nil {
 		t.Fatal(err)
 	}
 }
