@@ -105,7 +105,7 @@ func (lf *llmFlags) options(f *Factory, extra []string) (llamaserver.Options, er
 	}
 	o := llamaserver.Options{
 		Labels: labels,
-		Model: model, Image: cfg.LLM.Image, Port: cfg.LLM.Port, Ctx: cfg.LLM.Ctx, Parallel: cfg.LLM.Parallel,
+		Model:  model, Image: cfg.LLM.Image, Port: cfg.LLM.Port, Ctx: cfg.LLM.Ctx, Parallel: cfg.LLM.Parallel,
 		GPUs: gpus, ExtraArgs: extra, Instance: lf.instance, StartTimeout: cfg.LLM.StartTimeout,
 	}
 	if err := o.Validate(); err != nil {
