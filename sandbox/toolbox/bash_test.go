@@ -315,3 +315,16 @@ func TestBashDetachedProcessDoesNotSurvive(t *testing.T) {
 		}
 	}
 }
+
+func TestBashCommandIsPreferredByOOMKiller(t *testing.T) {
+	s := newTestServer(t)
+	r := call(t, s, ToolBash, BashArgs{Command: "sleep 0.1; cat /proc/self/oom_score_adj"})
+	check(t, r, false)
+	if strings.TrimSpace(r.Output) != "1000" {
+		t.Errorf("oom_score_adj of the command = %q, want 1000", r.Output)
+	}
+	// Control: the toolbox itself keeps its own score.
+	if b, err := os.ReadFile("/proc/self/oom_score_adj"); err != nil || strings.TrimSpace(string(b)) == "1000" {
+		t.Errorf("the toolbox's own oom_score_adj = %q (%v)", b, err)
+	}
+}

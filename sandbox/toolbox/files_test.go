@@ -490,6 +490,11 @@ func TestUnknownToolAndBadFrames(t *testing.T) {
 	check(t, call(t, s, "", nil), true, "no tool name")
 	check(t, call(t, s, ToolEditFile, `[1,2]`), true, "invalid arguments for edit_file")
 	check(t, call(t, s, OpPing, nil), false, "pong")
+	// Arguments double-encoded as a JSON string are accepted.
+	writeTestFile(t, s.Root, "a.txt", "x\n")
+	check(t, call(t, s, ToolReadFile, `"{\"path\": \"a.txt\"}"`), false, "1\tx")
+	check(t, call(t, s, ToolReadFile, `"a.txt"`), true, "invalid arguments for read_file: arguments must be a JSON object, not a JSON string")
+	check(t, call(t, s, ToolReadFile, `{"path": "a.txt",}`), true, "invalid arguments for read_file: not valid JSON")
 	r := s.Handle(t.Context(), Request{ID: 42, Tool: OpPing})
 	if r.ID != 42 {
 		t.Errorf("ID = %d", r.ID)

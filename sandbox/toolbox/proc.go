@@ -112,7 +112,17 @@ func (s *Server) startShell(cmd *exec.Cmd) error {
 		s.shells = map[int]struct{}{}
 	}
 	s.shells[cmd.Process.Pid] = struct{}{}
+	preferForOOM(cmd.Process.Pid)
 	return nil
+}
+
+// preferForOOM makes the command (and everything it forks from now on,
+// which inherits the value) the out-of-memory killer's first choice, so a
+// memory bomb kills itself and not the toolbox or the container's init.
+// Raising the score needs no privilege. Best effort: a child the shell
+// forks in the microseconds before this write keeps the default score.
+func preferForOOM(pid int) {
+	_ = os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte("1000\n"), 0)
 }
 
 // shellDone records that a command's shell was reaped and, when it was the

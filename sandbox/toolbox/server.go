@@ -1,6 +1,7 @@
 package toolbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -134,6 +135,7 @@ func (s *Server) Handle(ctx context.Context, req Request) Response {
 }
 
 func (s *Server) dispatch(ctx context.Context, req Request) Response {
+	req.Args = unquoteArgs(req.Args)
 	switch req.Tool {
 	case OpPing:
 		return Response{Output: "pong"}
@@ -162,6 +164,24 @@ func (s *Server) dispatch(ctx context.Context, req Request) Response {
 	return errorf("unknown tool %q; known tools: %s", req.Tool, strings.Join(toolNames, ", "))
 }
 
+// unquoteArgs accepts arguments sent as a JSON string holding an object
+// ("{\"path\":\"a\"}"), which weak models often produce; anything else is
+// returned as it is.
+func unquoteArgs(raw json.RawMessage) json.RawMessage {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '"' {
+		return raw
+	}
+	var inner string
+	if json.Unmarshal(t, &inner) != nil {
+		return raw
+	}
+	if in := bytes.TrimSpace([]byte(inner)); len(in) > 0 && in[0] == '{' && json.Valid(in) {
+		return in
+	}
+	return raw
+}
+
 // errorf builds a failed tool result: a message for the model.
 func errorf(format string, a ...any) Response {
 	return Response{Output: fmt.Sprintf(format, a...), IsError: true}
@@ -184,10 +204,17 @@ func decodeArgs(tool string, raw json.RawMessage, v any) *Response {
 
 func describeJSONError(err error) string {
 	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field != "" {
+	if errors.As(err, &te) {
+		if te.Field == "" {
+			return fmt.Sprintf("arguments must be a JSON object, not a JSON %s", te.Value)
+		}
 		return fmt.Sprintf("field %q must be %s, not a JSON %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
 	}
-	return err.Error()
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("not valid JSON (%v at byte %d)", se, se.Offset)
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
 func jsonKind(goKind string) string {
