@@ -1,0 +1,259 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/localagent/agent/sandbox/toolbox"
+)
+
+// fakeEngine answers exec calls with an in-process toolbox stand-in over a
+// net.Pipe, framed the way the engine frames a non-TTY exec (stdcopy). It
+// embeds the interface so that calls the tests do not expect panic.
+type fakeEngine struct {
+	engine
+
+	mu       sync.Mutex
+	execs    map[string][]string // exec id -> Cmd
+	n        int
+	serves   int
+	calls    int
+	cancels  []uint64
+	running  bool
+	conns    []net.Conn
+	failOpen bool
+}
+
+func newFake() *fakeEngine { return &fakeEngine{execs: map[string][]string{}, running: true} }
+
+func (f *fakeEngine) ContainerExecCreate(_ context.Context, _ string, o container.ExecOptions) (container.ExecCreateResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.running {
+		return container.ExecCreateResponse{}, errors.New("not running")
+	}
+	f.n++
+	id := string(rune('a' + f.n))
+	f.execs[id] = o.Cmd
+	return container.ExecCreateResponse{ID: id}, nil
+}
+
+func (f *fakeEngine) ContainerExecAttach(_ context.Context, id string, _ container.ExecAttachOptions) (types.HijackedResponse, error) {
+	f.mu.Lock()
+	cmd := f.execs[id]
+	fail := f.failOpen && len(cmd) > 1 && cmd[1] == "serve"
+	f.mu.Unlock()
+	if fail {
+		return types.HijackedResponse{}, errors.New("attach refused")
+	}
+	client, server := net.Pipe()
+	f.mu.Lock()
+	f.conns = append(f.conns, server)
+	f.mu.Unlock()
+	out := stdcopy.NewStdWriter(server, stdcopy.Stdout)
+	switch cmd[1] {
+	case "serve":
+		f.mu.Lock()
+		f.serves++
+		f.mu.Unlock()
+		go f.serve(server, out)
+	case "call":
+		f.mu.Lock()
+		f.calls++
+		f.mu.Unlock()
+		go func() {
+			var req toolbox.Request
+			_ = json.NewDecoder(server).Decode(&req)
+			b, _ := json.Marshal(toolbox.Response{ID: req.ID, Output: "via call: " + req.Tool})
+			_, _ = out.Write(b)
+			server.Close()
+		}()
+	}
+	return types.NewHijackedResponse(client, ""), nil
+}
+
+// serve answers "slow" after 50ms and everything else at once, so that
+// responses come back out of order; "die" closes the session.
+func (f *fakeEngine) serve(conn net.Conn, out io.Writer) {
+	var wmu sync.Mutex
+	sc := bufio.NewScanner(conn)
+	for sc.Scan() {
+		var req toolbox.Request
+		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
+			continue
+		}
+		switch req.Tool {
+		case toolbox.OpCancel:
+			var a toolbox.CancelArgs
+			_ = json.Unmarshal(req.Args, &a)
+			f.mu.Lock()
+			f.cancels = append(f.cancels, a.ID)
+			f.mu.Unlock()
+			continue
+		case "die":
+			conn.Close()
+			return
+		case "hang":
+			continue
+		}
+		go func() {
+			if req.Tool == "slow" {
+				time.Sleep(50 * time.Millisecond)
+			}
+			b, _ := json.Marshal(toolbox.Response{ID: req.ID, Output: req.Tool + ":" + string(req.Args)})
+			wmu.Lock()
+			_, _ = out.Write(append(b, '\n'))
+			wmu.Unlock()
+		}()
+	}
+}
+
+func (f *fakeEngine) ContainerExecInspect(context.Context, string) (container.ExecInspect, error) {
+	return container.ExecInspect{Running: false, ExitCode: 0}, nil
+}
+
+func (f *fakeEngine) ContainerInspect(context.Context, string) (container.InspectResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := &container.State{Running: f.running, Status: "running"}
+	if !f.running {
+		st.Status, st.ExitCode = "exited", 137
+	}
+	return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{State: st}}, nil
+}
+
+func (f *fakeEngine) counts() (serves, calls int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.serves, f.calls
+}
+
+func (f *fakeEngine) closeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.conns {
+		c.Close()
+	}
+}
+
+func fakeSandbox(t *testing.T, f *fakeEngine) *Sandbox {
+	sb := &Sandbox{ID: "c0ffee", User: "1000:1000", e: &Engine{api: f}}
+	t.Cleanup(func() { sb.Close(); f.closeAll() })
+	return sb
+}
+
+func TestSessionMatchesOutOfOrderResponses(t *testing.T) {
+	f := newFake()
+	sb := fakeSandbox(t, f)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := "fast"
+			if i%2 == 0 {
+				name = "slow"
+			}
+			args := json.RawMessage(`{"i":` + strings.Repeat("1", i+1) + `}`)
+			r, err := sb.Tool(ctx, name, args)
+			if err != nil || r.Output != name+":"+string(args) {
+				t.Errorf("call %d: %+v %v", i, r, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if serves, calls := f.counts(); serves != 1 || calls != 0 {
+		t.Errorf("serves %d calls %d: want every call over one session", serves, calls)
+	}
+}
+
+func TestSessionCancelSendsCancelFrame(t *testing.T) {
+	f := newFake()
+	sb := fakeSandbox(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := sb.Tool(ctx, "hang", nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("hung call: %v", err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.cancels) != 1 || f.cancels[0] == 0 {
+		t.Errorf("cancel frames %v", f.cancels)
+	}
+}
+
+func TestSessionLossFallsBackToCall(t *testing.T) {
+	f := newFake()
+	sb := fakeSandbox(t, f)
+	ctx := context.Background()
+	if r, err := sb.Tool(ctx, toolbox.ToolReadFile, nil); err != nil || !strings.HasPrefix(r.Output, "read_file:") {
+		t.Fatalf("first call: %+v %v", r, err)
+	}
+	// A read-only tool in flight when the session dies is re-run by exec.
+	if r, err := sb.Tool(ctx, "die", nil); err == nil || !strings.Contains(err.Error(), "may or may not") {
+		t.Errorf("a writing call lost with the session: %+v %v", r, err)
+	}
+	r, err := sb.Tool(ctx, toolbox.ToolReadFile, nil)
+	if err != nil || r.Output != "via call: read_file" {
+		t.Errorf("after the session died: %+v %v", r, err)
+	}
+	// After the back-off a new session is opened.
+	sb.mu.Lock()
+	sb.lastTry = time.Now().Add(-reopenBackoff)
+	sb.mu.Unlock()
+	if r, err := sb.Tool(ctx, toolbox.ToolReadFile, nil); err != nil || !strings.HasPrefix(r.Output, "read_file:") {
+		t.Errorf("after the back-off: %+v %v", r, err)
+	}
+	if serves, _ := f.counts(); serves != 2 {
+		t.Errorf("sessions opened: %d, want 2", serves)
+	}
+}
+
+func TestSessionOpenFailureUsesCall(t *testing.T) {
+	f := newFake()
+	f.failOpen = true
+	sb := fakeSandbox(t, f)
+	r, err := sb.Tool(context.Background(), toolbox.ToolGlob, []byte(`{"pattern":"*"}`))
+	if err != nil || r.Output != "via call: glob" {
+		t.Errorf("%+v %v", r, err)
+	}
+}
+
+func TestToolOnStoppedContainer(t *testing.T) {
+	f := newFake()
+	sb := fakeSandbox(t, f)
+	if _, err := sb.Tool(context.Background(), "fast", nil); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.running = false
+	f.mu.Unlock()
+	f.closeAll()
+	time.Sleep(10 * time.Millisecond)
+	_, err := sb.Tool(context.Background(), toolbox.ToolReadFile, nil)
+	if !errors.Is(err, ErrNotRunning) || !strings.Contains(err.Error(), "exited with code 137") {
+		t.Errorf("want a not-running error, got %v", err)
+	}
+}
+
+func TestToolRejectsMalformedArgsAsResult(t *testing.T) {
+	sb := fakeSandbox(t, newFake())
+	r, err := sb.Tool(context.Background(), toolbox.ToolReadFile, []byte(`{"path":`))
+	if err != nil || !r.IsError || !strings.Contains(r.Output, "not valid JSON") {
+		t.Errorf("%+v %v", r, err)
+	}
+}
