@@ -217,9 +217,11 @@ func (c *HTTPClient) Info(ctx context.Context) (ServerInfo, error) {
 			info.Tools = &v
 		}
 		switch {
-		case p.ModelAlias != "":
+		case p.ModelAlias != "" && p.ModelAlias != p.ModelPath:
 			info.Model = p.ModelAlias
 		case p.ModelPath != "":
+			// Without --alias, llama-server reports the path as the alias:
+			// the file name is what a person recognises.
 			info.Model = path.Base(strings.ReplaceAll(p.ModelPath, "\\", "/"))
 		}
 	} else if errors.Is(perr, ErrUnavailable) {

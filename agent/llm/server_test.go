@@ -92,7 +92,7 @@ func TestPropsLlamaServerShape(t *testing.T) {
 		switch r.URL.Path {
 		case "/props":
 			_, _ = w.Write([]byte(`{"default_generation_settings":{"id":0,"id_task":-1,"n_ctx":2048,"speculative":false,"is_processing":false,"params":{"n_predict":-1,"temperature":0.8}},
-"total_slots":2,"model_alias":"","model_path":"/models/tiny-random.gguf","modalities":{"vision":false,"audio":false},
+"total_slots":2,"model_alias":"/models/tiny-random.gguf","model_path":"/models/tiny-random.gguf","modalities":{"vision":false,"audio":false},
 "chat_template":"{{ x }}","chat_template_caps":{"supports_object_arguments":false,"supports_parallel_tool_calls":false,"supports_preserve_reasoning":false,"supports_string_content":true,"supports_system_role":true,"supports_tool_calls":false,"supports_tools":false,"supports_typed_content":false},
 "bos_token":"<s>","eos_token":"</s>","build_info":"b11669-Debian","is_sleeping":false}`))
 		case "/health":

@@ -89,6 +89,10 @@ func TestStreamFixtures(t *testing.T) {
 		{fixture: "split_utf8.sse", content: "café 🚀 日本", finish: "tool_calls", calls: []llm.ToolCall{
 			call("call_u", "bash", `{"command":"echo ü🚀"}`),
 		}},
+		// Recorded from Debian's llama-server (b11669) with a random-weight
+		// model: the server itself sends U+FFFD for bytes that are not text.
+		{fixture: "llama_server_b11669_plain.sse", content: "\uFFFDJJJJJJJJ\uFFFD\uFFFD3", finish: "length",
+			usage: llm.Usage{PromptTokens: 59, CompletionTokens: 12, TotalTokens: 71}},
 		{fixture: "pings.sse", content: "Hello", finish: "stop", usage: usage},
 		{fixture: "reasoning.sse", content: "Hello!", reasoning: "The user wants a greeting.", finish: "stop", usage: usage},
 		{fixture: "usage_chunk.sse", content: "Hi", finish: "stop", usage: llm.Usage{PromptTokens: 9, CompletionTokens: 1, TotalTokens: 10}},
@@ -211,7 +215,8 @@ func TestHTTPErrors(t *testing.T) {
 		has       string
 		retriable bool
 	}{
-		{400, `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}`, false, llm.ErrContextExceeded, "context size", false},
+		// As llama-server b11669 answers it.
+		{400, `{"error":{"code":400,"message":"request (6054 tokens) exceeds the available context size (512 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":6054,"n_ctx":512}}`, false, llm.ErrContextExceeded, "context size", false},
 		{400, `{"error":{"message":"This model's maximum context length is 4096 tokens."}}`, false, llm.ErrContextExceeded, "4096", false},
 		{500, `{"error":{"code":500,"message":"tools param requires --jinja flag","type":"server_error"}}`, true, llm.ErrToolsUnsupported, "--jinja", false},
 		{400, `{"error":"registry.ollama.ai/library/gemma:2b does not support tools"}`, true, llm.ErrToolsUnsupported, "does not support tools", false},
