@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -111,12 +112,14 @@ func imagesBuildRun(opts *ImagesBuildOptions) error {
 	if err != nil {
 		return err
 	}
+	progress, stop := newProgress(opts.IO)
+	defer stop()
 	for _, name := range opts.Names {
 		res, err := images.Build(ctx, eng, name, images.BuildOptions{
 			Force:        opts.Force,
 			Mirror:       opts.Mirror,
 			AgentVersion: Version,
-			Progress:     progressPrinter(opts.IO.ErrOut),
+			Progress:     progress,
 		})
 		if err != nil {
 			return err
@@ -132,17 +135,86 @@ func imagesBuildRun(opts *ImagesBuildOptions) error {
 // "[sandbox] debootstrap: Installing required packages (12.3s)". Plain
 // lines read well both on a terminal and in CI logs.
 func progressPrinter(w io.Writer) images.ProgressFunc {
-	return func(e images.Event) {
-		prefix := ""
-		if e.Image != "" {
-			prefix = "[" + e.Image + "] "
-		}
-		suffix := ""
-		if e.Elapsed > 0 {
-			suffix = fmt.Sprintf(" (%s)", e.Elapsed.Round(100*time.Millisecond))
-		}
-		fmt.Fprintf(w, "%s%s: %s%s\n", prefix, e.Step, e.Message, suffix)
+	return func(e images.Event) { fmt.Fprintln(w, progressLine(e)) }
+}
+
+func progressLine(e images.Event) string {
+	prefix := ""
+	if e.Image != "" {
+		prefix = "[" + e.Image + "] "
 	}
+	suffix := ""
+	if e.Elapsed > 0 {
+		suffix = fmt.Sprintf(" (%s)", e.Elapsed.Round(100*time.Millisecond))
+	}
+	return fmt.Sprintf("%s%s: %s%s", prefix, e.Step, e.Message, suffix)
+}
+
+// newProgress returns plain lines when stderr is not a terminal. On a
+// terminal it also keeps a status line under them showing the running
+// step and a ticking clock, so a minute of debootstrap never looks hung.
+func newProgress(ios *IOStreams) (images.ProgressFunc, func()) {
+	if !ios.ErrTTY {
+		return progressPrinter(ios.ErrOut), func() {}
+	}
+	t := &ttyProgress{w: ios.ErrOut, done: make(chan struct{})}
+	go t.tick()
+	return t.event, t.stop
+}
+
+type ttyProgress struct {
+	mu      sync.Mutex
+	w       io.Writer
+	current string // running step, "" when idle
+	since   time.Time
+	done    chan struct{}
+	once    sync.Once
+}
+
+func (t *ttyProgress) event(e images.Event) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fmt.Fprintf(t.w, "\r\033[K%s\n", progressLine(e))
+	if e.Done {
+		t.current = ""
+		return
+	}
+	if e.Elapsed == 0 {
+		t.current, t.since = progressLine(images.Event{Image: e.Image, Step: e.Step, Message: "working"}), time.Now()
+	}
+	t.redraw()
+}
+
+func (t *ttyProgress) redraw() {
+	if t.current != "" {
+		fmt.Fprintf(t.w, "\r\033[K%s %s", t.current, time.Since(t.since).Round(time.Second))
+	}
+}
+
+func (t *ttyProgress) tick() {
+	tk := time.NewTicker(time.Second)
+	defer tk.Stop()
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-tk.C:
+			t.mu.Lock()
+			t.redraw()
+			t.mu.Unlock()
+		}
+	}
+}
+
+func (t *ttyProgress) stop() {
+	t.once.Do(func() {
+		close(t.done)
+		t.mu.Lock()
+		if t.current != "" {
+			fmt.Fprint(t.w, "\r\033[K")
+		}
+		t.mu.Unlock()
+	})
 }
 
 // factoryEngine adapts the factory's lazily built Docker client to the
@@ -300,9 +372,11 @@ func imagesSaveRun(opts *ImagesSaveOptions) error {
 		}()
 		w = file
 	}
+	progress, stop := newProgress(opts.IO)
 	m, err := images.Save(ctx, eng, w, refs, images.SaveOptions{
-		Gzip: opts.Gzip, AgentVersion: Version, Progress: progressPrinter(opts.IO.ErrOut),
+		Gzip: opts.Gzip, AgentVersion: Version, Progress: progress,
 	})
+	stop()
 	if err != nil {
 		return err
 	}
@@ -389,7 +463,9 @@ func imagesLoadRun(opts *ImagesLoadOptions) error {
 	if err != nil {
 		return err
 	}
-	res, err := images.Load(ctx, eng, r, images.LoadOptions{Progress: progressPrinter(opts.IO.ErrOut)})
+	progress, stop := newProgress(opts.IO)
+	res, err := images.Load(ctx, eng, r, images.LoadOptions{Progress: progress})
+	stop()
 	if err != nil {
 		return fmt.Errorf("loading %s: %w", opts.Input, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
@@ -169,3 +170,28 @@ func TestImagesSaveLoadCommands(t *testing.T) {
 }
 
 func imageRemoveOpts() image.RemoveOptions { return image.RemoveOptions{PruneChildren: true} }
+
+func TestTTYProgress(t *testing.T) {
+	ios, _, _, errOut := TestStreams()
+	ios.ErrTTY = true
+	p, stop := newProgress(ios)
+	p(images.Event{Image: "sandbox", Step: "debootstrap", Message: "starting"})
+	p(images.Event{Image: "sandbox", Step: "debootstrap", Message: "Installing core packages", Elapsed: 3 * time.Second})
+	p(images.Event{Image: "sandbox", Step: "debootstrap", Message: "ready", Elapsed: 70 * time.Second, Done: true})
+	stop()
+	stop() // idempotent
+	out := errOut.String()
+	for _, want := range []string{"[sandbox] debootstrap: starting\n", "Installing core packages (3s)\n", "ready (1m10s)\n", "\r\033[K"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%q", want, out)
+		}
+	}
+
+	ios, _, _, errOut = TestStreams()
+	p, stop = newProgress(ios)
+	p(images.Event{Image: "busybox", Step: "import", Message: "importing"})
+	stop()
+	if got := errOut.String(); got != "[busybox] import: importing\n" {
+		t.Errorf("plain progress = %q", got)
+	}
+}
