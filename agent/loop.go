@@ -24,6 +24,8 @@ const (
 	nudgeText = "Your last reply described an action but contained no <tool_call> block, so nothing happened. " +
 		"If you want to act, write the call now as <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>. " +
 		"If the task is done, reply with your final summary and no tool call."
+	nudgeEmpty = "Your last reply was empty. Continue the task: call a tool, or, if the task is done, " +
+		"reply with your final summary."
 	continuePrompt = "Your reply was cut off inside a tool call. Continue exactly where it stopped, " +
 		"without repeating what you already wrote."
 	redirectPrompt = "The call %s has now failed 3 times with the same arguments. Do not send it again. " +
@@ -142,10 +144,14 @@ func (a *Agent) run(ctx context.Context, prompt string, res *Result) error {
 			return err
 		}
 		if len(msg.ToolCalls) == 0 {
-			if !nudged && a.looksLikeAction(msg.Content) {
+			empty := visibleText(msg.Content) == ""
+			if !nudged && (empty || a.looksLikeAction(msg.Content)) {
 				nudged = true
 				nudge := nudgeNative
-				if a.mode == ToolModeText {
+				switch {
+				case empty:
+					nudge = nudgeEmpty
+				case a.mode == ToolModeText:
 					nudge = nudgeText
 				}
 				if err := a.record(llm.Message{Role: llm.RoleUser, Content: nudge}); err != nil {
@@ -155,6 +161,9 @@ func (a *Agent) run(ctx context.Context, prompt string, res *Result) error {
 			}
 			res.StopReason = StopDone
 			res.Text = strings.TrimSpace(visibleText(msg.Content))
+			if res.Text == "" {
+				res.Text = "(the model finished without a final answer)"
+			}
 			return nil
 		}
 
@@ -451,7 +460,9 @@ func (a *Agent) stream(ctx context.Context, req llm.Request, res *Result) (llm.R
 		u.CompletionTokens = estimateMessage(resp.Message)
 		a.tokens.reset()
 	} else {
-		a.tokens.anchor(len(a.history), u.PromptTokens+u.CompletionTokens)
+		// The prompt covered the history as it is now; the reply, once
+		// recorded, is estimated from its length like anything newer.
+		a.tokens.anchor(len(a.history), u.PromptTokens)
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	res.Usage.PromptTokens += u.PromptTokens

@@ -191,6 +191,8 @@ func TestNudgeOnce(t *testing.T) {
 		{`{"name": "read_file", "arguments": {"path": "x"}`, true},
 		{"<tool_call>{broken json</tool_call>", true},
 		{"Done: I changed main.go and the tests pass.", false},
+		{"", true},
+		{"<think>I should read the file.</think>", true},
 		{"Let me know if you need anything else.", false},
 	} {
 		c := &fakeClient{replies: []replyFn{text(tt.reply), text(tt.reply), text("final")}}
