@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/docker/docker/api/types/container"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/localagent/agent/policy"
 	"github.com/localagent/agent/sandbox"
@@ -135,5 +136,30 @@ func TestHardeningFromInspect(t *testing.T) {
 		if ins.Config.Labels[k] != v {
 			t.Errorf("label %s=%q, want %q", k, ins.Config.Labels[k], v)
 		}
+	}
+}
+
+// A profile given in Spec.Seccomp replaces the engine default and is
+// enforced; the control is the same command in a sandbox with the default.
+func TestCustomSeccompProfileApplied(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	eperm := uint(1)
+	profile := &specs.LinuxSeccomp{
+		DefaultAction: specs.ActAllow,
+		Syscalls: []specs.LinuxSyscall{{
+			Names: []string{"mkdir", "mkdirat"}, Action: specs.ActErrno, ErrnoRet: &eperm,
+		}},
+	}
+	const probe = "mkdir /tmp/d && echo MADE"
+	strict := sandboxtest.New(t, e, sandbox.Spec{Seccomp: profile})
+	if r := sh(t, strict, probe); strings.Contains(r.Output, "MADE") {
+		t.Errorf("mkdir allowed under a profile that denies it: %+v", r)
+	}
+	if r := sh(t, strict, "grep Seccomp: /proc/self/status"); !strings.Contains(r.Output, "2") {
+		t.Errorf("seccomp off under a custom profile: %q", r.Output)
+	}
+	plain := sandboxtest.New(t, e, sandbox.Spec{})
+	if r := sh(t, plain, probe); !strings.Contains(r.Output, "MADE") {
+		t.Errorf("control: mkdir in a default sandbox: %+v", r)
 	}
 }
