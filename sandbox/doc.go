@@ -5,6 +5,15 @@
 // long-lived exec carrying framed requests, with one exec per call as the
 // fallback).
 //
-// It must never touch workspace files from the host on the agent's behalf,
-// never mount docker.sock, never run privileged or in a host namespace.
+// Entry points: Connect (or New over an existing client) checks the engine
+// and explains what to fix; Engine.Create starts a sandbox from a Spec;
+// Sandbox.Tool runs one agent tool, Sandbox.Exec/Run run a command;
+// Engine.Get/List/Remove find and remove sandboxes by their labels;
+// Engine.Bench measures the whole path against the docker CLI.
+//
+// It must never touch workspace files from the host on the agent's behalf
+// (the one exception is handing a root-owned workspace to the unprivileged
+// sandbox user at create, without following symlinks), never mount
+// docker.sock, never run privileged or in a host namespace, never pull an
+// image, and never print to the terminal.
 package sandbox
