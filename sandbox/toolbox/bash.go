@@ -40,7 +40,10 @@ func (s *Server) bash(ctx context.Context, raw json.RawMessage) Response {
 	lim := s.limits()
 	timeout := lim.DefaultTimeout
 	note := ""
-	if a.Timeout > 0 {
+	switch {
+	case a.Timeout > lim.MaxTimeout.Seconds():
+		timeout = lim.MaxTimeout + 1 // converting a huge float would overflow
+	case a.Timeout > 0:
 		timeout = time.Duration(a.Timeout * float64(time.Second))
 	}
 	if timeout > lim.MaxTimeout {

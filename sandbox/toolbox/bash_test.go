@@ -81,6 +81,7 @@ func TestBashBadArguments(t *testing.T) {
 	check(t, call(t, s, ToolBash, `{"command":"true","timeout":"10"}`), true, `invalid arguments for bash: field "timeout" must be a number`)
 	check(t, call(t, s, ToolBash, `{"command":"true","timeout":-1}`), true, "positive")
 	check(t, call(t, s, ToolBash, `{"command":"true","timeout":99999}`), false, "timeout lowered from 99999s to the maximum 10m0s")
+	check(t, call(t, s, ToolBash, `{"command":"true","timeout":1e300}`), false, "to the maximum 10m0s")
 	// Extra fields some models send are ignored.
 	check(t, call(t, s, ToolBash, `{"command":"echo ok","description":"say ok"}`), false, "ok")
 

@@ -99,7 +99,7 @@ func TestReadFile(t *testing.T) {
 		{name: "default limit", args: ReadFileArgs{Path: "ten.txt"}, truncated: true,
 			exact: numbered("l1", "l2", "l3", "l4", "l5") + "... 5 more lines; use offset=6 to read on\n"},
 		{name: "offset and limit", args: ReadFileArgs{Path: "ten.txt", Offset: 9, Limit: 1}, truncated: true,
-			exact: "     9\tl9\n... 1 more lines; use offset=10 to read on\n"},
+			exact: "     9\tl9\n... 1 more line; use offset=10 to read on\n"},
 		{name: "tail", args: ReadFileArgs{Path: "ten.txt", Offset: 9}, exact: "     9\tl9\n    10\tl10\n"},
 		{name: "offset past end", args: ReadFileArgs{Path: "three.txt", Offset: 4}, isError: true, wants: []string{"past the end", "3 lines"}},
 		{name: "crlf", args: ReadFileArgs{Path: "crlf.txt"}, exact: numbered("a", "b")},

@@ -78,10 +78,11 @@ func (s *Server) readFile(ctx context.Context, raw json.RawMessage) Response {
 			return errorf("read_file of %s was cancelled", a.Path)
 		}
 		line, total, err := readLine(br, lim.LineChars)
-		if err == io.EOF && total == 0 {
+		eof := errors.Is(err, io.EOF)
+		if eof && total == 0 {
 			break
 		}
-		if err != nil && err != io.EOF {
+		if err != nil && !eof {
 			return errorf("cannot read %s: %v", a.Path, err)
 		}
 		lineNo++
@@ -104,11 +105,11 @@ func (s *Server) readFile(ctx context.Context, raw json.RawMessage) Response {
 			if cerr != nil {
 				return errorf("cannot read %s: %v", a.Path, cerr)
 			}
-			fmt.Fprintf(&out, "... %d more lines; use offset=%d to read on\n", rest+1, lineNo)
+			fmt.Fprintf(&out, "... %s; use offset=%d to read on\n", plural(rest+1, "more line"), lineNo)
 			truncated = true
 			break
 		}
-		if err == io.EOF {
+		if eof {
 			break
 		}
 	}
@@ -119,13 +120,21 @@ func (s *Server) readFile(ctx context.Context, raw json.RawMessage) Response {
 			return errorf("cannot read %s: %v", a.Path, cerr)
 		}
 		// +1: the line that did not fit was already read.
-		fmt.Fprintf(&out, "... output capped at %d bytes; %d more lines; use offset=%d to read on\n", lim.ReadBytes, rest+1, next)
+		fmt.Fprintf(&out, "... output capped at %d bytes; %s; use offset=%d to read on\n", lim.ReadBytes, plural(rest+1, "more line"), next)
 		truncated = true
 	}
 	if shown == 0 {
-		return errorf("offset %d is past the end of %s, which has %d lines", offset, a.Path, lineNo)
+		return errorf("offset %d is past the end of %s, which has %s", offset, a.Path, plural(lineNo, "line"))
 	}
 	return Response{Output: out.String(), Truncated: truncated}
+}
+
+// plural says "1 line", "2 lines".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // appendNumbered appends line as read_file shows it: "%6d\t%s\n".
@@ -258,7 +267,7 @@ func countLines(ctx context.Context, r io.Reader) (int, error) {
 			n += bytes.Count(buf[:k], []byte{'\n'})
 			last = buf[k-1]
 		}
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			if last != '\n' {
 				n++
 			}
