@@ -160,10 +160,16 @@ func Read(r io.Reader, size int64) (*Header, error) {
 		}
 		h.Metadata[key] = v
 	}
+	var tensors []tensorInfo
 	for i := uint64(0); i < h.TensorCount; i++ {
-		if err := d.skipTensorInfo(); err != nil {
+		ti, err := d.tensorInfo()
+		if err != nil {
 			return nil, fmt.Errorf("tensor info %d: %w", i, err)
 		}
+		tensors = append(tensors, ti)
+	}
+	if err := checkTensorData(h, tensors, size-d.left); err != nil {
+		return nil, err
 	}
 	h.Architecture, _ = h.Metadata["general.architecture"].(string)
 	if h.Architecture == "" {
@@ -365,21 +371,82 @@ func (d *decoder) skipArray() (uint64, error) {
 	return n, nil
 }
 
-func (d *decoder) skipTensorInfo() error {
-	l, err := d.strLen()
+type tensorInfo struct {
+	name   string
+	dims   []uint64
+	typ    uint32
+	offset uint64
+}
+
+func (d *decoder) tensorInfo() (tensorInfo, error) {
+	var ti tensorInfo
+	var err error
+	if ti.name, err = d.str(); err != nil {
+		return ti, err
+	}
+	n, err := d.u32()
 	if err != nil {
-		return err
+		return ti, err
 	}
-	if err := d.skip(l); err != nil {
-		return err
+	if n > 8 {
+		return ti, fmt.Errorf("tensor %q with %d dimensions", ti.name, n)
 	}
-	dims, err := d.u32()
-	if err != nil {
-		return err
+	for i := uint32(0); i < n; i++ {
+		v, err := d.u64()
+		if err != nil {
+			return ti, err
+		}
+		ti.dims = append(ti.dims, v)
 	}
-	if dims > 8 {
-		return fmt.Errorf("tensor with %d dimensions", dims)
+	if ti.typ, err = d.u32(); err != nil {
+		return ti, err
 	}
-	// dims uint64 each, then type uint32 and offset uint64.
-	return d.skip(int64(dims)*8 + 4 + 8)
+	ti.offset, err = d.u64()
+	return ti, err
+}
+
+// blockSizes are ggml's tensor types as (bytes per block, values per
+// block), from ggml's type traits. Types missing here are not checked.
+var blockSizes = map[uint32][2]uint64{
+	0: {4, 1}, 1: {2, 1}, 2: {18, 32}, 3: {20, 32}, 6: {22, 32}, 7: {24, 32}, 8: {34, 32}, 9: {36, 32},
+	10: {84, 256}, 11: {110, 256}, 12: {144, 256}, 13: {176, 256}, 14: {210, 256}, 15: {292, 256},
+	16: {66, 256}, 17: {74, 256}, 18: {98, 256}, 19: {50, 256}, 20: {18, 32}, 21: {110, 256},
+	22: {82, 256}, 23: {136, 256}, 24: {1, 1}, 25: {2, 1}, 26: {4, 1}, 27: {8, 1}, 28: {8, 1},
+	29: {56, 256}, 30: {2, 1}, 39: {17, 32},
+}
+
+// checkTensorData verifies that every tensor's data lies inside the file.
+// A download cut short keeps its header and loses tensor data; this is
+// the check that catches it before llama-server is started.
+func checkTensorData(h *Header, tensors []tensorInfo, headerEnd int64) error {
+	align := uint64(Alignment)
+	if a, ok := h.Uint("general.alignment"); ok && a > 0 && a <= 1<<16 {
+		align = a
+	}
+	start := (uint64(headerEnd) + align - 1) / align * align
+	if start > uint64(h.Size) {
+		if len(tensors) == 0 {
+			return nil
+		}
+		return fmt.Errorf("%w: the file ends before its tensor data", ErrTruncated)
+	}
+	avail := uint64(h.Size) - start
+	for _, t := range tensors {
+		bs, ok := blockSizes[t.typ]
+		if !ok {
+			continue
+		}
+		n := uint64(1)
+		for _, d := range t.dims {
+			if d != 0 && n > math.MaxUint64/d {
+				return fmt.Errorf("tensor %q has implausible dimensions %v", t.name, t.dims)
+			}
+			n *= d
+		}
+		bytes := n / bs[1] * bs[0]
+		if t.offset > avail || bytes > avail-t.offset {
+			return fmt.Errorf("%w: tensor %q ends %d bytes past the end of the file", ErrTruncated, t.name, t.offset+bytes-avail)
+		}
+	}
+	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/localagent/agent/images"
+	"github.com/localagent/agent/orchestrator/gguf"
 	"github.com/localagent/agent/orchestrator/gguf/gguftest"
 )
 
@@ -168,16 +169,17 @@ func TestUpBadInput(t *testing.T) {
 func TestUpServerExitsWhileLoading(t *testing.T) {
 	it := newITest(t)
 	requireImage(t, it.cli, images.LlamaServer, "llama-server")
-	// A valid header whose tensor data is cut off: the header check passes,
-	// llama-server fails to load it.
-	data, err := os.ReadFile(it.tiny)
+	// A well-formed GGUF file that is no usable model (no hyperparameters,
+	// no tensors): the header check passes, llama-server fails to load it.
+	broken := filepath.Join(it.dir, "broken.gguf")
+	f, err := os.Create(broken)
 	if err != nil {
 		t.Fatal(err)
 	}
-	broken := filepath.Join(it.dir, "broken.gguf")
-	if err := os.WriteFile(broken, data[:len(data)/2], 0o644); err != nil {
+	if err := gguf.Write(f, []gguf.KV{{Key: "general.architecture", Value: "llama"}}, nil); err != nil {
 		t.Fatal(err)
 	}
+	f.Close()
 	o := it.options(images.LlamaServer, "none")
 	o.Model = broken
 	_, err = it.m.Up(context.Background(), o)

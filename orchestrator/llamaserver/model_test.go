@@ -33,10 +33,13 @@ func TestCheckModel(t *testing.T) {
 	data, _ := os.ReadFile(model)
 	trunc := filepath.Join(dir, "trunc.gguf")
 	_ = os.WriteFile(trunc, data[:1000], 0o644)
+	cut := filepath.Join(dir, "cut.gguf")
+	_ = os.WriteFile(cut, data[:len(data)-100], 0o644)
 	for path, want := range map[string]string{
 		filepath.Join(dir, "missing.gguf"): "does not exist",
 		text:                               "not a GGUF model file",
 		trunc:                              "probably incomplete",
+		cut:                                "past the end of the file",
 		dir:                                "is a directory",
 	} {
 		if _, err := CheckModel(path, 8192, 1); err == nil || !strings.Contains(err.Error(), want) {
