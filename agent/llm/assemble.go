@@ -16,16 +16,19 @@ type textBuf struct {
 	emitted int
 }
 
+// add appends p and returns the newly complete text, with bytes that can
+// never become a character shown as U+FFFD (as the final text has them).
 func (t *textBuf) add(p []byte) string {
 	t.b = append(t.b, p...)
 	end := t.emitted + completePrefix(t.b[t.emitted:])
-	s := string(t.b[t.emitted:end])
+	s := strings.ToValidUTF8(string(t.b[t.emitted:end]), "\uFFFD")
 	t.emitted = end
 	return s
 }
 
+// flush returns whatever add held back.
 func (t *textBuf) flush() string {
-	s := string(t.b[t.emitted:])
+	s := strings.ToValidUTF8(string(t.b[t.emitted:]), "\uFFFD")
 	t.emitted = len(t.b)
 	return s
 }
@@ -169,16 +172,19 @@ func (a *assembler) newCall(index int) *callPart {
 // response flushes held-back bytes and returns what was assembled so far.
 func (a *assembler) response() Response {
 	if s := a.content.flush(); s != "" {
-		a.emit(Delta{Kind: DeltaText, Text: strings.ToValidUTF8(s, "\uFFFD")})
+		a.output = true
+		a.emit(Delta{Kind: DeltaText, Text: s})
 	}
 	if s := a.reasoning.flush(); s != "" {
-		a.emit(Delta{Kind: DeltaReasoning, Text: strings.ToValidUTF8(s, "\uFFFD")})
+		a.output = true
+		a.emit(Delta{Kind: DeltaReasoning, Text: s})
 	}
 	msg := Message{Role: RoleAssistant, Content: a.content.String(), Reasoning: a.reasoning.String()}
 	calls := append([]*callPart(nil), a.calls...)
 	sort.SliceStable(calls, func(i, j int) bool { return calls[i].index < calls[j].index })
 	for _, c := range calls {
 		if s := c.args.flush(); s != "" {
+			a.output = true
 			a.emit(Delta{Kind: DeltaToolCall, ToolIndex: c.index, ToolName: c.name, Text: s})
 		}
 		if c.id == "" {
