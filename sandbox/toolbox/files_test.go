@@ -192,6 +192,7 @@ func TestWriteFile(t *testing.T) {
 	// Empty content is a valid write; a missing one is not.
 	check(t, call(t, s, ToolWriteFile, `{"path":"empty.txt","content":""}`), false, "0 bytes, 0 lines")
 	check(t, call(t, s, ToolWriteFile, `{"path":"x.txt"}`), true, "content is required")
+	check(t, call(t, s, ToolWriteFile, `{"path":"","content":"x"}`), true, "path is empty")
 	check(t, call(t, s, ToolWriteFile, WriteFileArgs{Path: "a", Content: "x"}), true, "is a directory")
 	check(t, call(t, s, ToolWriteFile, WriteFileArgs{Path: "run.sh/x", Content: "x"}), true, "not a directory")
 	check(t, call(t, s, ToolWriteFile, `{"path":1,"content":"x"}`), true, `invalid arguments for write_file: field "path" must be a string`)

@@ -54,6 +54,9 @@ func (s *Server) writeFile(ctx context.Context, raw json.RawMessage) Response {
 	if r := requireKeys(ToolWriteFile, raw, "path", "content"); r != nil {
 		return *r
 	}
+	if a.Path == "" {
+		return errorf("invalid arguments for write_file: path is empty")
+	}
 	abs, err := s.resolve(a.Path)
 	if err != nil {
 		return errorf("%v", err)
