@@ -17,6 +17,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/versions"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/localagent/agent/agent/event"
@@ -91,6 +92,9 @@ func (m *Manager) Up(ctx context.Context, o Options) (*Result, error) {
 	host, err := m.hostFacts(o)
 	if err != nil {
 		return nil, err
+	}
+	if o.GPUs.Mode == GPUNvidia && !o.CDI {
+		o.CDI = m.CDIAvailable(ctx)
 	}
 	name := Name(o.Instance)
 	hash := SettingsHash(o, img, host)
@@ -301,6 +305,29 @@ func (m *Manager) logTail(ctx context.Context, id string, n int) string {
 
 func (m *Manager) emit(k event.Kind, text string) {
 	m.sink.Emit(event.Event{Time: time.Now(), Kind: k, Text: text})
+}
+
+// CDIAvailable reports whether NVIDIA GPUs should be requested as CDI
+// devices: the engine speaks API >= 1.44 (where device requests accept
+// the "cdi" driver), has CDI spec directories, and one of them holds an
+// NVIDIA spec. Older engines, like Debian's 20.10, get the nvidia device
+// driver request instead.
+func (m *Manager) CDIAvailable(ctx context.Context) bool {
+	if versions.LessThan(m.eng.ClientVersion(), "1.44") || !m.local() {
+		return false
+	}
+	info, err := m.eng.Info(ctx)
+	if err != nil {
+		return false
+	}
+	for _, dir := range info.CDISpecDirs {
+		for _, spec := range globs(filepath.Join(dir, "*")) {
+			if strings.Contains(filepath.Base(spec), "nvidia") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // local reports whether the engine runs on this machine, so that host

@@ -1,10 +1,13 @@
 package llamaserver
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/docker/docker/api/types/system"
 
 	"github.com/localagent/agent/orchestrator/gguf/gguftest"
 )
@@ -85,5 +88,43 @@ func TestHostFactsDevices(t *testing.T) {
 	h, err := m.hostFacts(o)
 	if err != nil || len(h.AMDDevices) != 1 || h.AMDDevices[0] != "/dev/dri" {
 		t.Errorf("amd with /dev/dri: %+v, %v", h, err)
+	}
+}
+
+type cdiEngine struct {
+	localHost
+	api  string
+	dirs []string
+}
+
+func (e cdiEngine) ClientVersion() string { return e.api }
+func (e cdiEngine) Info(context.Context) (system.Info, error) {
+	return system.Info{CDISpecDirs: e.dirs}, nil
+}
+
+func TestCDIAvailable(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		api   string
+		dirs  []string
+		files []string
+		want  bool
+	}{
+		{"1.41", []string{"D"}, []string{"nvidia.yaml"}, false}, // engine too old
+		{"1.44", nil, nil, false},                               // CDI off
+		{"1.44", []string{"D"}, []string{"amd.yaml"}, false},    // no NVIDIA spec
+		{"1.45", []string{"D"}, []string{"nvidia.yaml"}, true},
+	} {
+		dir := t.TempDir()
+		if tc.dirs != nil {
+			tc.dirs = []string{dir}
+		}
+		for _, f := range tc.files {
+			_ = os.WriteFile(filepath.Join(dir, f), nil, 0o644)
+		}
+		m := &Manager{eng: cdiEngine{api: tc.api, dirs: tc.dirs}}
+		if got := m.CDIAvailable(ctx); got != tc.want {
+			t.Errorf("api %s dirs %v files %v: %v", tc.api, tc.dirs, tc.files, got)
+		}
 	}
 }
