@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -193,8 +194,25 @@ func (a *Agent) hardCompact(target int) error {
 	keep := tailStart(h, from, a.opts.ContextTokens*tailPct/100)
 	for _, limit := range []int{oldToolOutput, 256} {
 		for i := from; i < len(h); i++ {
-			if h[i].Role == llm.RoleTool && (i < keep || limit < oldToolOutput) && len(h[i].Content) > limit {
-				h[i].Content = shorten(h[i].Content, limit, "old output cut to save context")
+			if i >= keep && limit == oldToolOutput {
+				break
+			}
+			switch m := &h[i]; m.Role {
+			case llm.RoleTool:
+				if len(m.Content) > limit {
+					m.Content = shorten(m.Content, limit, "old output cut to save context")
+				}
+			case llm.RoleAssistant:
+				// A write_file of a big file keeps the whole file in the
+				// call's arguments; the file is in the workspace anyway.
+				if len(m.ToolCalls) > 0 {
+					calls := make([]llm.ToolCall, len(m.ToolCalls))
+					copy(calls, m.ToolCalls)
+					for j := range calls {
+						calls[j].Function.Arguments = shrinkArgs(calls[j].Function.Arguments, limit)
+					}
+					m.ToolCalls = calls
+				}
 			}
 		}
 		if estimateMessages(h)+a.extraTokens() <= target {
@@ -235,6 +253,33 @@ func (a *Agent) hardCompact(target int) error {
 	a.history = h
 	a.noteCompaction("hard", before, estimateMessages(h)+a.extraTokens())
 	return nil
+}
+
+// shrinkArgs cuts long string values in a call's JSON arguments and keeps
+// the result valid JSON: servers parse the arguments of earlier calls when
+// they render the conversation.
+func shrinkArgs(args string, limit int) string {
+	if len(args) <= limit {
+		return args
+	}
+	var v map[string]any
+	if err := json.Unmarshal([]byte(args), &v); err != nil {
+		return "{}"
+	}
+	for k, val := range v {
+		if str, ok := val.(string); ok && len(str) > limit {
+			v[k] = shorten(str, limit, fmt.Sprintf("%d bytes cut to save context", len(str)-limit))
+		} else if !ok {
+			if b, _ := json.Marshal(val); len(b) > limit {
+				v[k] = fmt.Sprintf("[%d bytes of JSON cut to save context]", len(b))
+			}
+		}
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return "{}"
+	}
+	return string(out)
 }
 
 func (a *Agent) noteCompaction(kind string, before, after int) {

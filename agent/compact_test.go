@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -206,5 +207,20 @@ func TestServerContextErrorCompactsAndRetries(t *testing.T) {
 	}
 	if n := estimateMessages(c.requests()[1].Messages); n > 8000*45/100+a.toolsTok {
 		t.Fatalf("retry still %d tokens", n)
+	}
+}
+
+func TestShrinkArgsKeepsValidJSON(t *testing.T) {
+	big := `{"path":"a.go","content":"` + strings.Repeat("é", 5000) + `","edits":[` + strings.Repeat(`{"old_string":"x","new_string":"y"},`, 100) + `{}]}`
+	got := shrinkArgs(big, 256)
+	var v map[string]any
+	if err := json.Unmarshal([]byte(got), &v); err != nil {
+		t.Fatalf("not JSON: %v: %.200s", err, got)
+	}
+	if v["path"] != "a.go" || len(got) > 1024 {
+		t.Fatalf("shrunk to %d bytes: %.300s", len(got), got)
+	}
+	if shrinkArgs(`{"path":"x"}`, 256) != `{"path":"x"}` {
+		t.Fatal("short arguments changed")
 	}
 }
