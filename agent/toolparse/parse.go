@@ -122,18 +122,17 @@ func (p *Parser) Parse(text string) Result {
 		if overlaps(spans, m[0], m[1]) {
 			continue
 		}
-		name, body := visible[m[2]:m[3]], strings.TrimSpace(visible[m[4]:m[5]])
+		name := visible[m[2]:m[3]]
 		if !p.isKnown(name) {
 			continue
 		}
-		if m[6] == m[7] { // no </function>: cut off unless the JSON is whole
-			if !json.Valid([]byte(body)) {
-				res.Incomplete, res.Fragment = true, visible[m[0]:]
-				spans = append(spans, span{start: m[0], end: m[1], cut: true})
-				continue
-			}
+		args, whole := functionArgs(visible[m[4]:m[5]])
+		if m[6] == m[7] && !whole { // no </function> and the body is cut off
+			res.Incomplete, res.Fragment = true, visible[m[0]:]
+			spans = append(spans, span{start: m[0], end: m[1], cut: true})
+			continue
 		}
-		spans = append(spans, span{start: m[0], end: m[1], calls: []Call{{Name: name, Arguments: argsText(json.RawMessage(body), true)}}})
+		spans = append(spans, span{start: m[0], end: m[1], calls: []Call{{Name: name, Arguments: args}}})
 	}
 	for _, m := range fence.FindAllStringSubmatchIndex(visible, -1) {
 		if overlaps(spans, m[0], m[1]) {
@@ -189,12 +188,16 @@ func (p *Parser) tagged(s string, t tag, res *Result) []span {
 		body := []byte(strings.TrimSpace(s[bodyStart:bodyEnd]))
 		body = bytes.TrimSpace(stripFence(body))
 		calls, ok := p.callsIn(body, true)
+		if !ok && bytes.HasPrefix(body, []byte("<function=")) {
+			calls, ok = p.functionCalls(string(body))
+		}
 		switch {
 		case ok:
 			// A whole call without its closing tag: the stop sequence ate
 			// it. Accept it.
 			out = append(out, span{start: start, end: end, calls: calls})
 		case !closed && end == len(s) && !json.Valid(body):
+			// Opened and never closed, and what follows is not whole.
 			res.Incomplete, res.Fragment = true, s[start:]
 			out = append(out, span{start: start, end: end, cut: true})
 		default:
@@ -208,6 +211,63 @@ func (p *Parser) tagged(s string, t tag, res *Result) []span {
 }
 
 func nextOpen(s, open string) int { return strings.Index(s, open) }
+
+// paramTag is one Qwen3-Coder style parameter: <parameter=KEY>VALUE</parameter>.
+var paramTag = regexp.MustCompile(`(?s)<parameter=([A-Za-z0-9_.\-]+)>(.*?)</parameter>`)
+
+// functionArgs turns the body of a <function=NAME> block into JSON
+// arguments. The body is JSON (Llama 3.1) or a list of <parameter=KEY>
+// elements (Qwen3-Coder). whole reports whether the body is complete.
+//
+// Parameter values are text; a value that reads as a JSON object, array,
+// number or boolean is taken as that, since the schema is not known here
+// and "timeout: 30" or "replace_all: true" are far more common than a
+// string argument that happens to look like a number.
+func functionArgs(body string) (args string, whole bool) {
+	b := strings.TrimSpace(body)
+	if b == "" {
+		return "{}", true
+	}
+	if !strings.HasPrefix(b, "<parameter=") {
+		return argsText(json.RawMessage(b), true), json.Valid([]byte(b))
+	}
+	obj := map[string]any{}
+	rest := b
+	for _, m := range paramTag.FindAllStringSubmatch(b, -1) {
+		v := strings.TrimSuffix(strings.TrimPrefix(m[2], "\n"), "\n")
+		var js any
+		if t := strings.TrimSpace(v); t != "" && t[0] != '"' && json.Unmarshal([]byte(t), &js) == nil && js != nil {
+			obj[m[1]] = js
+		} else {
+			obj[m[1]] = v
+		}
+		rest = strings.Replace(rest, m[0], "", 1)
+	}
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return "{}", false
+	}
+	// Anything left but whitespace is an unclosed parameter.
+	return string(out), strings.TrimSpace(rest) == ""
+}
+
+// functionCalls reads one or more <function=NAME>...</function> blocks (the
+// body of a <tool_call> written by Qwen3-Coder). Every block must name a
+// known tool and be complete.
+func (p *Parser) functionCalls(body string) ([]Call, bool) {
+	var calls []Call
+	for _, m := range functionEq.FindAllStringSubmatch(body, -1) {
+		if !p.isKnown(m[1]) || m[3] == "" {
+			return nil, false
+		}
+		args, whole := functionArgs(m[2])
+		if !whole {
+			return nil, false
+		}
+		calls = append(calls, Call{Name: m[1], Arguments: args})
+	}
+	return calls, len(calls) > 0
+}
 
 // stripFence removes a code fence around a tagged body (```json ... ```).
 func stripFence(b []byte) []byte {

@@ -42,6 +42,11 @@ func TestParseFormats(t *testing.T) {
 		{"back to back objects in tag", `<tool_call>{"name":"read_file","arguments":{"path":"main.go"}}
 {"name":"bash","arguments":{"command":"go test ./..."}}</tool_call>`, []Call{read, bash}, ""},
 		{"unicode args", `<tool_call>{"name":"write_file","arguments":{"path":"a.txt","content":"日本語 🚀"}}</tool_call>`, []Call{{Name: "write_file", Arguments: `{"path":"a.txt","content":"日本語 🚀"}`}}, ""},
+		{"qwen3-coder xml", "I'll run it.\n<tool_call>\n<function=bash>\n<parameter=command>\ngo test ./...\n</parameter>\n</function>\n</tool_call>", []Call{bash}, "I'll run it."},
+		{"qwen3-coder xml typed and multiline", "<tool_call>\n<function=edit_file>\n<parameter=path>\na.go\n</parameter>\n<parameter=old_string>\nx := 1\ny := 2\n</parameter>\n<parameter=new_string>\nx := 3\n</parameter>\n<parameter=replace_all>\ntrue\n</parameter>\n</function>\n</tool_call>",
+			[]Call{{Name: "edit_file", Arguments: `{"new_string":"x := 3","old_string":"x := 1\ny := 2","path":"a.go","replace_all":true}`}}, ""},
+		{"qwen3-coder xml two functions", "<tool_call>\n<function=read_file>\n<parameter=path>\nmain.go\n</parameter>\n</function>\n<function=bash>\n<parameter=command>\ngo test ./...\n</parameter>\n</function>\n</tool_call>", []Call{read, bash}, ""},
+		{"function equals with parameters, no tool_call tag", "<function=read_file>\n<parameter=path>\nmain.go\n</parameter>\n</function>", []Call{read}, ""},
 		{"qwen template think", "I should read it.</think>\n<tool_call>{\"name\":\"read_file\",\"arguments\":{\"path\":\"main.go\"}}</tool_call>", []Call{read}, ""},
 	}
 	p := New(tools...)
@@ -74,6 +79,7 @@ func TestParseFalsePositives(t *testing.T) {
 		{"go code", "func main() {\n\tfmt.Println(\"hi\")\n}"},
 		{"only thinking", `<think>{"name":"bash","arguments":{"command":"ls"}}</think>All done.`},
 		{"plain answer", "I fixed the bug in main.go; tests pass."},
+		{"unknown xml function", "<tool_call>\n<function=format_disk>\n<parameter=dev>\nsda\n</parameter>\n</function>\n</tool_call>"},
 	}
 	p := New(tools...)
 	for _, tt := range tests {
@@ -100,6 +106,7 @@ func TestParseIncomplete(t *testing.T) {
 		{"empty unclosed tag", "Okay <tool_call>", "<tool_call>"},
 		{"cut bare json", `{"name": "write_file", "arguments": {"path": "a.go", "content": "pack`, `{"name"`},
 		{"cut function equals", `<function=write_file>{"path": "a.go", "cont`, "<function="},
+		{"cut qwen3-coder parameter", "<tool_call>\n<function=write_file>\n<parameter=path>\na.go\n</parameter>\n<parameter=content>\npackage ma", "<tool_call>"},
 		{"cut mistral", `[TOOL_CALLS][{"name":"bash","arguments":{"comm`, "[TOOL_CALLS]"},
 	}
 	p := New(tools...)
