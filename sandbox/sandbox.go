@@ -52,7 +52,7 @@ type Sandbox struct {
 	closed  bool
 }
 
-// createTimeout bounds cleanup work that must run even after the caller's
+// cleanupTimeout bounds cleanup work that must run even after the caller's
 // context is cancelled.
 const cleanupTimeout = 30 * time.Second
 
@@ -95,6 +95,11 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		if cerrdefs.IsNotFound(err) {
 			// The image vanished between the check and the create.
 			return nil, &ImageMissingError{Image: s.Image}
+		}
+		if ctx.Err() != nil {
+			// The engine may have created it after we stopped waiting;
+			// the name is the only handle we have on it.
+			e.cleanup(ctx, name)
 		}
 		return nil, e.wrap("creating sandbox container", err)
 	}
