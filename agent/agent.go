@@ -317,8 +317,8 @@ func (a *Agent) Run(ctx context.Context, prompt string) (Result, error) {
 		} else {
 			res.StopReason = StopError
 			res.Text = err.Error()
+			a.emit(event.Event{Kind: event.Error, Text: res.Text})
 		}
-		a.emit(event.Event{Kind: event.Error, Text: res.Text})
 	}
 	a.emit(event.Event{Kind: event.Done, Text: res.Text, State: string(res.StopReason)})
 	return res, err

@@ -34,6 +34,9 @@ const (
 	notRunResult     = "not run: %s"
 	interruptedCall  = "error: this call was interrupted before it finished (the agent stopped). Check its effects before repeating it."
 	summaryArgsLimit = 2 << 10
+	// maxParallelReads bounds the read-only calls of one reply in flight
+	// at once: a model may send dozens, the sandbox has a few cores.
+	maxParallelReads = 8
 )
 
 // start prepares the conversation once: session-start hooks, project
@@ -235,8 +238,9 @@ func (a *Agent) execute(ctx context.Context, calls []llm.ToolCall, res *Result) 
 			}
 		}
 		var (
-			wg sync.WaitGroup
-			mu sync.Mutex
+			wg  sync.WaitGroup
+			mu  sync.Mutex
+			sem = make(chan struct{}, maxParallelReads)
 		)
 		for k := i; k < j; k++ {
 			run := func() {
@@ -256,7 +260,11 @@ func (a *Agent) execute(ctx context.Context, calls []llm.ToolCall, res *Result) 
 				continue
 			}
 			wg.Add(1)
-			go func() { defer wg.Done(); run() }()
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				run()
+			}()
 		}
 		wg.Wait()
 		i = j

@@ -378,3 +378,28 @@ func TestArtifactIDsCannotEscape(t *testing.T) {
 		}
 	}
 }
+
+func TestMaxIterationsPerMessage(t *testing.T) {
+	var replies []replyFn
+	for i := range 5 {
+		replies = append(replies, calls("read_file", `{"path":"f`+string(rune('a'+i))+`"}`))
+	}
+	replies = append(replies, text("second message answered"))
+	c := &fakeClient{replies: replies}
+	rec := &event.Recorder{}
+	a := newTestAgent(t, c, newMemWorkspace(nil), func(o *Options) { o.MaxIterations = 3; o.Sink = rec; o.Name = "sub1"; o.Task = "t1" })
+	res, err := a.Run(t.Context(), "go")
+	if err != nil || res.StopReason != StopMaxIterations || res.Iterations != 3 || !strings.Contains(res.Text, "max_iterations") {
+		t.Fatalf("res = %+v, err = %v", res, err)
+	}
+	// The budget is per user message: the next Run gets a fresh one.
+	res, err = a.Run(t.Context(), "continue")
+	if err != nil || res.StopReason != StopDone || res.Iterations != 3 {
+		t.Fatalf("second run: %+v, %v", res, err)
+	}
+	for _, e := range rec.Events() {
+		if e.Agent != "sub1" || e.Task != "t1" || e.Time.IsZero() {
+			t.Fatalf("event not stamped: %+v", e)
+		}
+	}
+}
