@@ -101,8 +101,6 @@ var tags = []tag{
 var (
 	// <function=NAME>{...}</function> (Llama 3.1 style).
 	functionEq = regexp.MustCompile(`(?s)<function=([A-Za-z0-9_.\-]+)>(.*?)(</function>|$)`)
-	// A fenced code block; the info string may name json, tool_call, ...
-	fence = regexp.MustCompile("(?s)```([A-Za-z0-9_\\-]*)[^\\n]*\\n(.*?)```")
 )
 
 // Parse finds the calls in a reply.
@@ -118,7 +116,11 @@ func (p *Parser) Parse(text string) Result {
 			}
 		}
 	}
-	for _, m := range functionEq.FindAllStringSubmatchIndex(visible, -1) {
+	var fnMatches [][]int
+	if strings.Contains(visible, "<function=") { // skip the regexp in the common case
+		fnMatches = functionEq.FindAllStringSubmatchIndex(visible, -1)
+	}
+	for _, m := range fnMatches {
 		if overlaps(spans, m[0], m[1]) {
 			continue
 		}
@@ -134,14 +136,14 @@ func (p *Parser) Parse(text string) Result {
 		}
 		spans = append(spans, span{start: m[0], end: m[1], calls: []Call{{Name: name, Arguments: args}}})
 	}
-	for _, m := range fence.FindAllStringSubmatchIndex(visible, -1) {
-		if overlaps(spans, m[0], m[1]) {
+	for _, f := range fences(visible) {
+		if overlaps(spans, f.start, f.end) {
 			continue
 		}
-		calls, _ := p.callsIn([]byte(strings.TrimSpace(visible[m[4]:m[5]])), false)
+		calls, _ := p.callsIn([]byte(strings.TrimSpace(visible[f.bodyStart:f.bodyEnd])), false)
 		// A code block is never searched again for bare JSON: the JSON in
 		// a block that is not a call is an example or file content.
-		spans = append(spans, span{start: m[0], end: m[1], calls: calls})
+		spans = append(spans, span{start: f.start, end: f.end, calls: calls})
 	}
 	spans = append(spans, p.bare(visible, spans, &res)...)
 
@@ -211,6 +213,35 @@ func (p *Parser) tagged(s string, t tag, res *Result) []span {
 }
 
 func nextOpen(s, open string) int { return strings.Index(s, open) }
+
+type fenceLoc struct{ start, end, bodyStart, bodyEnd int }
+
+// fences finds closed ``` code blocks (the info string after the opening
+// fence, e.g. "json", is ignored). Written out rather than as a regexp:
+// this runs on every reply and the regexp engine was most of the cost.
+func fences(s string) []fenceLoc {
+	var out []fenceLoc
+	from := 0
+	for {
+		i := strings.Index(s[from:], "```")
+		if i < 0 {
+			return out
+		}
+		start := from + i
+		nl := strings.IndexByte(s[start+3:], '\n')
+		if nl < 0 {
+			return out
+		}
+		bodyStart := start + 3 + nl + 1
+		j := strings.Index(s[bodyStart:], "```")
+		if j < 0 {
+			return out
+		}
+		bodyEnd := bodyStart + j
+		out = append(out, fenceLoc{start: start, end: bodyEnd + 3, bodyStart: bodyStart, bodyEnd: bodyEnd})
+		from = bodyEnd + 3
+	}
+}
 
 // paramTag is one Qwen3-Coder style parameter: <parameter=KEY>VALUE</parameter>.
 var paramTag = regexp.MustCompile(`(?s)<parameter=([A-Za-z0-9_.\-]+)>(.*?)</parameter>`)
