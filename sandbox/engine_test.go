@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 
@@ -115,5 +116,31 @@ func TestGetListRemove(t *testing.T) {
 	}
 	if err := e.Remove(ctx, a.ID); err != nil {
 		t.Errorf("second Remove: %v", err)
+	}
+}
+
+// Cancelling a create at any point leaves no container behind.
+func TestCreateCancelledLeavesNothing(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	c := sandboxtest.Client(t)
+	label := sandboxtest.TestLabel(t)
+	spec := sandbox.Spec{Workspace: t.TempDir(), Image: sandboxtest.BusyboxImage, Toolbox: sandboxtest.Toolbox(t),
+		Labels: map[string]string{sandbox.LabelTest: label}}
+	for d := time.Duration(0); d <= 240*time.Millisecond; d += 30 * time.Millisecond {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		sb, err := e.Create(ctx, spec)
+		cancel()
+		if err == nil {
+			if err := sb.Remove(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if left := sandboxtest.Containers(t, c, label); len(left) != 0 {
+		for _, ct := range left {
+			t.Logf("left: %s %s %s", ct.ID[:12], ct.Names, ct.State)
+			sandboxtest.RemoveOnCleanup(t, c, ct.ID)
+		}
+		t.Errorf("cancelled creates left %d containers", len(left))
 	}
 }

@@ -97,9 +97,9 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 			return nil, &ImageMissingError{Image: s.Image}
 		}
 		if ctx.Err() != nil {
-			// The engine may have created it after we stopped waiting;
+			// The engine may still create it after we stopped waiting;
 			// the name is the only handle we have on it.
-			e.cleanup(ctx, name)
+			e.cleanupLate(ctx, name)
 		}
 		return nil, e.wrap("creating sandbox container", err)
 	}
@@ -121,6 +121,25 @@ func (e *Engine) cleanup(ctx context.Context, id string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	_ = e.Remove(cctx, id)
+}
+
+// lateCreateWindow is how long a create the client gave up on is watched
+// for, so that a container the engine makes afterwards is still removed.
+const lateCreateWindow = 2 * time.Second
+
+// cleanupLate removes the container called name, waiting a little for it
+// to appear when its create request was abandoned mid-flight.
+func (e *Engine) cleanupLate(ctx context.Context, name string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	deadline := time.Now().Add(lateCreateWindow)
+	for {
+		err := e.api.ContainerRemove(cctx, name, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err == nil || !cerrdefs.IsNotFound(err) || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // chooseUser applies ChooseUser to the spec and, when the sandbox user must
