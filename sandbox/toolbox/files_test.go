@@ -1,8 +1,10 @@
 package toolbox
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -514,4 +516,38 @@ func TestSpecialFilesDoNotHang(t *testing.T) {
 	check(t, call(t, s, ToolGrep, GrepArgs{Pattern: "needle"}), false, "a.txt:1:needle")
 	check(t, call(t, s, ToolGrep, GrepArgs{Pattern: "needle", Path: "fifo"}), false, "No matches")
 	check(t, call(t, s, ToolListDir, nil), false, "fifo (named pipe)")
+}
+
+// The whole-file fast path must find exactly the lines a plain per-line
+// scan finds, whatever the anchors and line ends.
+func TestGrepFastPathMatchesLineScan(t *testing.T) {
+	contents := []string{
+		"alpha\nbeta\ngamma",
+		"alpha\r\nbeta\r\n",
+		"x\n\nfoo bar\nfoo\tbar\nbar foo\n",
+		"end$\n^start\n",
+	}
+	patterns := []string{`^beta$`, `a$`, `^\s*$`, `\Abeta`, `beta\z`, `foo\sbar`, `(?i)ALPHA`, `(?-m)^beta`, `(?i-m)beta$`, `^$`, `o b`, `\bbar\b`, `[^a]$`}
+	for ci, content := range contents {
+		s := newTestServer(t)
+		writeTestFile(t, s.Root, "f.txt", content)
+		for _, p := range patterns {
+			re := regexp.MustCompile(p)
+			var want strings.Builder
+			for i, line := range strings.Split(strings.TrimSuffix(content, "\n"), "\n") {
+				line = strings.TrimSuffix(line, "\r")
+				if re.MatchString(line) {
+					fmt.Fprintf(&want, "f.txt:%d:%s\n", i+1, line)
+				}
+			}
+			r := call(t, s, ToolGrep, GrepArgs{Pattern: p})
+			got := r.Output
+			if strings.HasPrefix(got, "No matches") {
+				got = ""
+			}
+			if got != want.String() {
+				t.Errorf("content %d, pattern %q: got %q, want %q", ci, p, got, want.String())
+			}
+		}
+	}
 }

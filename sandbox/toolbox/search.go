@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -309,7 +310,7 @@ func (s *Server) grep(ctx context.Context, raw json.RawMessage) Response {
 	}
 
 	lim := s.limits()
-	g := &grepper{re: re, lim: lim, srv: s}
+	g := &grepper{re: re, pre: prefilter(a.Pattern), lim: lim, srv: s}
 	if !st.IsDir() {
 		// An explicitly named file is searched even if a filter would
 		// exclude it: the model asked for it.
@@ -384,8 +385,41 @@ func globMatch(glob, rel string) bool {
 	return ok
 }
 
+// prefilter compiles pattern for one scan of a whole file: in multi-line
+// mode "^" and "$" match at every line, so a file with a matching line
+// always matches. It can match where no single line does (a "\s" may span
+// a newline), which only costs the per-line scan. Anchors to the start or
+// end of the text (\A, \z, "^" with the m flag turned off) mean the line to
+// the per-line scan but the file here, so such patterns get no prefilter.
+func prefilter(pattern string) *regexp.Regexp {
+	src := "(?m:" + pattern + ")"
+	tree, err := syntax.Parse(src, syntax.Perl)
+	if err != nil || anchorsText(tree) {
+		return nil
+	}
+	re, err := regexp.Compile(src)
+	if err != nil {
+		return nil
+	}
+	return re
+}
+
+func anchorsText(re *syntax.Regexp) bool {
+	if re.Op == syntax.OpBeginText || re.Op == syntax.OpEndText {
+		return true
+	}
+	for _, sub := range re.Sub {
+		if anchorsText(sub) {
+			return true
+		}
+	}
+	return false
+}
+
 type grepper struct {
 	re        *regexp.Regexp
+	pre       *regexp.Regexp // nil: no whole-file prefilter
+	buf       []byte
 	lim       Limits
 	srv       *Server
 	out       bytes.Buffer
@@ -396,20 +430,82 @@ type grepper struct {
 
 func (g *grepper) full() bool { return g.matches >= g.lim.GrepMatches }
 
+// grepWholeFile is the size up to which a file is read at once, tested
+// against the whole-file prefilter and split in memory.
+const grepWholeFile = 8 << 20
+
 func (g *grepper) file(ctx context.Context, path string) {
 	f, err := openNoBlock(path)
 	if err != nil {
 		return
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
 		return
 	}
+	name := g.srv.display(path)
+	if st.Size() > grepWholeFile {
+		g.stream(ctx, f, name)
+		return
+	}
+	buf := g.buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil || len(buf) > grepWholeFile {
+			break
+		}
+	}
+	g.buf = buf
+	if len(buf) > grepWholeFile {
+		// It grew after the stat; read it as a stream from the start.
+		if _, err := f.Seek(0, io.SeekStart); err == nil {
+			g.stream(ctx, f, name)
+		}
+		return
+	}
+	if bytes.IndexByte(buf[:min(len(buf), sniffBytes)], 0) >= 0 {
+		return // binary
+	}
+	// Most files do not match: one scan of the whole file rules them out
+	// far faster than one regexp call per line. A "\r" could hide a "$"
+	// match that the per-line scan (which drops the "\r") finds.
+	if g.pre != nil && bytes.IndexByte(buf, '\r') < 0 && !g.pre.Match(buf) {
+		return
+	}
+	for n := 1; len(buf) > 0; n++ {
+		if n%4096 == 0 && ctx.Err() != nil {
+			return
+		}
+		line := buf
+		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+			line, buf = buf[:i], buf[i+1:]
+		} else {
+			buf = nil
+		}
+		line = bytes.TrimSuffix(line, []byte{'\r'})
+		if len(line) > grepLineKeep {
+			if !g.match(name, n, line[:grepLineKeep], len(line)) {
+				return
+			}
+			continue
+		}
+		if !g.match(name, n, line, len(line)) {
+			return
+		}
+	}
+}
+
+// stream greps a file too big to hold, line by line.
+func (g *grepper) stream(ctx context.Context, f *os.File, name string) {
 	br := bufio.NewReaderSize(f, 2*sniffBytes)
 	if head, _ := br.Peek(sniffBytes); bytes.IndexByte(head, 0) >= 0 {
 		return // binary
 	}
-	name := g.srv.display(path)
 	for n := 1; ; n++ {
 		if n%4096 == 0 && ctx.Err() != nil {
 			return
@@ -418,23 +514,33 @@ func (g *grepper) file(ctx context.Context, path string) {
 		if err != nil && total == 0 {
 			return
 		}
-		if g.re.Match(line) {
-			if g.full() {
-				g.capped = true
-				return
-			}
-			g.matches++
-			text := line
-			cut := ""
-			if len(text) > g.lim.GrepLineChars {
-				text = cutUTF8(text[:g.lim.GrepLineChars])
-				cut = fmt.Sprintf(" [... line cut, %d bytes]", total)
-				g.truncated = true
-			}
-			fmt.Fprintf(&g.out, "%s:%d:%s%s\n", name, n, text, cut)
+		if !g.match(name, n, line, total) {
+			return
 		}
 		if err != nil {
 			return
 		}
 	}
+}
+
+// match reports line n if it matches; false means the cap is reached and
+// the search should stop.
+func (g *grepper) match(name string, n int, line []byte, total int) bool {
+	if !g.re.Match(line) {
+		return true
+	}
+	if g.full() {
+		g.capped = true
+		return false
+	}
+	g.matches++
+	text := line
+	cut := ""
+	if len(text) > g.lim.GrepLineChars {
+		text = cutUTF8(text[:g.lim.GrepLineChars])
+		cut = fmt.Sprintf(" [... line cut, %d bytes]", total)
+		g.truncated = true
+	}
+	fmt.Fprintf(&g.out, "%s:%d:%s%s\n", name, n, text, cut)
+	return true
 }
