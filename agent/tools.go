@@ -3,12 +3,14 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 
 	"github.com/localagent/agent/agent/llm"
 )
@@ -142,7 +144,7 @@ var toolSpecs = []toolSpec{
 			"never start editors, pagers or servers that do not exit. Output is capped; pipe long output through head or tail.",
 		schema: `{"type":"object","properties":{
 			"command":{"type":"string","minLength":1,"description":"The command line, run with sh -c."},
-			"timeout":{"type":"integer","minimum":1,"maximum":3600,"description":"Timeout in seconds. Default 120."}},
+			"timeout":{"type":"number","exclusiveMinimum":0,"maximum":3600,"description":"Timeout in seconds. Default 120."}},
 			"required":["command"]}`,
 	},
 	{
@@ -245,8 +247,18 @@ func mustCatalog() *toolCatalog {
 	return c
 }
 
+// argsError is a call's arguments failing validation; the text is written
+// for the model.
+type argsError struct {
+	msg string
+	// missingOnly: every problem is a required property left out.
+	missingOnly bool
+}
+
+func (e *argsError) Error() string { return e.msg }
+
 // validate checks raw arguments against a tool's schema and returns the
-// decoded value. The error text is written for the model.
+// decoded value.
 func (c *toolCatalog) validate(name string, args []byte) (any, error) {
 	sch, ok := c.schemas[name]
 	if !ok {
@@ -254,24 +266,23 @@ func (c *toolCatalog) validate(name string, args []byte) (any, error) {
 	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
 	if err != nil {
-		return nil, fmt.Errorf("arguments are not valid JSON (%v); send one JSON object", err)
+		return nil, &argsError{msg: fmt.Sprintf("arguments are not valid JSON (%v); send one JSON object", err)}
 	}
 	if err := sch.Validate(v); err != nil {
-		return nil, fmt.Errorf("invalid arguments: %s", describeValidation(err))
+		var ve *jsonschema.ValidationError
+		if !errors.As(err, &ve) {
+			return nil, &argsError{msg: "invalid arguments: " + err.Error()}
+		}
+		return nil, &argsError{msg: "invalid arguments: " + describeValidation(ve), missingOnly: onlyMissing(ve)}
 	}
 	return v, nil
 }
 
 // describeValidation turns a jsonschema error into short lines a model can
 // act on, without the schema URL the library leads with.
-func describeValidation(err error) string {
-	var ve *jsonschema.ValidationError
-	if !asValidation(err, &ve) {
-		return err.Error()
-	}
-	out := ve.BasicOutput()
+func describeValidation(ve *jsonschema.ValidationError) string {
 	var msgs []string
-	for _, e := range out.Errors {
+	for _, e := range ve.BasicOutput().Errors {
 		if e.Error == nil {
 			continue
 		}
@@ -279,37 +290,44 @@ func describeValidation(err error) string {
 		if msg == "" || strings.HasPrefix(msg, "validation failed") {
 			continue
 		}
-		loc := e.InstanceLocation
-		if loc == "" {
+		if e.InstanceLocation == "" {
 			msgs = append(msgs, msg)
 		} else {
-			msgs = append(msgs, "at "+loc+": "+msg)
+			msgs = append(msgs, "at "+e.InstanceLocation+": "+msg)
 		}
 	}
 	if len(msgs) == 0 {
-		lines := strings.Split(err.Error(), "\n")
+		lines := strings.Split(ve.Error(), "\n")
 		return strings.TrimSpace(strings.Join(lines[1:], "; "))
 	}
 	sort.Strings(msgs)
 	return strings.Join(msgs, "; ")
 }
 
-func asValidation(err error, target **jsonschema.ValidationError) bool {
-	ve, ok := err.(*jsonschema.ValidationError) //nolint:errorlint // the library returns it unwrapped
-	if ok {
-		*target = ve
+// onlyMissing reports whether every leaf of the error is a missing
+// required property.
+func onlyMissing(ve *jsonschema.ValidationError) bool {
+	if len(ve.Causes) == 0 {
+		_, ok := ve.ErrorKind.(*kind.Required)
+		return ok
 	}
-	return ok
+	for _, c := range ve.Causes {
+		if !onlyMissing(c) {
+			return false
+		}
+	}
+	return true
 }
 
-// missingRequired reports whether the validation error is only about
-// required properties the model left out: the sign of a model that does not
-// really support native tool calls.
+// missingRequired reports arguments that fail only because required
+// properties were left out: the sign of a model that does not really
+// support native tool calls (it sends a bare name).
 func missingRequired(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "missing propert")
+	var ae *argsError
+	return errors.As(err, &ae) && ae.missingOnly
 }
 
-// ToolNames lists the tools an agent with these options offers, in the
+// toolNames lists the tools an agent with these options offers, in the
 // order they are described to the model.
 func toolNames(withSpawner, withArtifacts bool) []string {
 	names := make([]string, 0, len(toolSpecs))
