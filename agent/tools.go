@@ -144,7 +144,7 @@ var toolSpecs = []toolSpec{
 			"never start editors, pagers or servers that do not exit. Output is capped; pipe long output through head or tail.",
 		schema: `{"type":"object","properties":{
 			"command":{"type":"string","minLength":1,"description":"The command line, run with sh -c."},
-			"timeout":{"type":"number","exclusiveMinimum":0,"maximum":3600,"description":"Timeout in seconds. Default 120."}},
+			"timeout":{"type":"number","exclusiveMinimum":0,"description":"Timeout in seconds. Default 120; the sandbox caps it."}},
 			"required":["command"]}`,
 	},
 	{
