@@ -551,3 +551,11 @@ func TestGrepFastPathMatchesLineScan(t *testing.T) {
 		}
 	}
 }
+
+func TestHandleRecoversFromABug(t *testing.T) {
+	var s *Server // every tool dereferences it: a stand-in for a bug
+	r := s.Handle(t.Context(), Request{ID: 3, Tool: ToolReadFile, Args: []byte(`{"path":"a"}`)})
+	if !r.IsError || r.ID != 3 || !strings.Contains(r.Output, "internal error in the toolbox's read_file tool") {
+		t.Errorf("got %+v", r)
+	}
+}

@@ -126,12 +126,18 @@ var toolNames = []string{
 // Handle runs one request and returns its response; it never fails; a bad
 // request is a Response with IsError set. OpCancel is only meaningful in a
 // session (see Serve) and is answered with an error here.
-func (s *Server) Handle(ctx context.Context, req Request) Response {
+func (s *Server) Handle(ctx context.Context, req Request) (resp Response) {
 	start := time.Now()
-	resp := s.dispatch(ctx, req)
-	resp.ID = req.ID
-	resp.DurationMS = time.Since(start).Milliseconds()
-	return resp
+	defer func() {
+		// A bug in one tool must not end a session that other calls share:
+		// it becomes that call's error.
+		if v := recover(); v != nil {
+			resp = errorf("internal error in the toolbox's %s tool: %v", req.Tool, v)
+		}
+		resp.ID = req.ID
+		resp.DurationMS = time.Since(start).Milliseconds()
+	}()
+	return s.dispatch(ctx, req)
 }
 
 func (s *Server) dispatch(ctx context.Context, req Request) Response {
