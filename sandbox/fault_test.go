@@ -94,6 +94,11 @@ func TestFloodOutputIsCapped(t *testing.T) {
 	if len(r.Output) > 1<<20 {
 		t.Errorf("yes returned %d bytes", len(r.Output))
 	}
+	// Control: a short output comes back whole and unmarked.
+	r = tool(t, sb, toolbox.ToolBash, map[string]any{"command": "yes | head -n 3", "timeout": 5})
+	if r.Truncated || strings.Contains(r.Output, "omitted") || !strings.HasPrefix(r.Output, "y\ny\ny\n") {
+		t.Errorf("control: short output %+v", r)
+	}
 }
 
 func TestTimeoutKillsEverything(t *testing.T) {
