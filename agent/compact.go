@@ -341,9 +341,14 @@ func (a *Agent) checkpoint(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
-	res.Usage.PromptTokens += resp.Usage.PromptTokens
-	res.Usage.CompletionTokens += resp.Usage.CompletionTokens
-	res.Usage.TotalTokens += resp.Usage.PromptTokens + resp.Usage.CompletionTokens
+	u := resp.Usage
+	if u.PromptTokens == 0 && u.CompletionTokens == 0 {
+		u.PromptTokens, u.CompletionTokens = estimateMessages(req.Messages), estimateMessage(resp.Message)
+	}
+	res.Usage.PromptTokens += u.PromptTokens
+	res.Usage.CompletionTokens += u.CompletionTokens
+	res.Usage.TotalTokens += u.PromptTokens + u.CompletionTokens
+	a.emit(event.Event{Kind: event.Usage, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens})
 	summary := strings.TrimSpace(visibleText(resp.Message.Content))
 	if summary == "" {
 		return fmt.Errorf("the model wrote an empty summary")
