@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
+	"github.com/localagent/agent/agent/event"
 	"github.com/localagent/agent/images"
 	"github.com/localagent/agent/orchestrator/gguf"
 	"github.com/localagent/agent/orchestrator/gguf/gguftest"
@@ -191,6 +193,54 @@ func TestUpServerExitsWhileLoading(t *testing.T) {
 		if !strings.Contains(msg, w) {
 			t.Errorf("error lacks %q:\n%s", w, msg)
 		}
+	}
+	it.assertNothingLeft()
+}
+
+// Ctrl-C while the model loads: Up returns the cancellation and removes
+// the container it started.
+func TestUpInterruptedWhileLoading(t *testing.T) {
+	it := newITest(t)
+	requireImage(t, it.cli, images.LlamaServer, "llama-server")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := New(it.cli, event.SinkFunc(func(e event.Event) {
+		if strings.HasPrefix(e.Text, "starting ") {
+			cancel()
+		}
+	}))
+	_, err := m.Up(ctx, it.options(images.LlamaServer, "none"))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Up after cancel: %v", err)
+	}
+	it.assertNothingLeft()
+}
+
+// Up with the same settings reuses the server; status reports it; Down
+// removes it.
+func TestUpReuseStatusDown(t *testing.T) {
+	it := newITest(t)
+	requireImage(t, it.cli, images.LlamaServer, "llama-server")
+	ctx := context.Background()
+	o := it.options(images.LlamaServer, "none")
+	o.Ctx, o.Parallel = 8192, 1
+	first, err := it.m.Up(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Reused || first.State != StateReady || first.TotalSlots != 1 || first.SlotCtx != 8192 || len(first.Warnings) != 0 {
+		t.Errorf("first up: %+v", first)
+	}
+	second, err := it.m.Up(ctx, o)
+	if err != nil || !second.Reused || second.ID != first.ID {
+		t.Fatalf("second up: %+v, %v", second, err)
+	}
+	var out, errOut strings.Builder
+	if err := it.m.Logs(ctx, it.id, LogsOptions{Tail: "20"}, &out, &errOut); err != nil || !strings.Contains(out.String()+errOut.String(), "srv") {
+		t.Errorf("logs: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	if existed, err := it.m.Down(ctx, it.id); !existed || err != nil {
+		t.Fatalf("down: %v, %v", existed, err)
 	}
 	it.assertNothingLeft()
 }

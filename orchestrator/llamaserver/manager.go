@@ -425,17 +425,18 @@ func globs(p string) []string { m, _ := filepath.Glob(p); return m }
 
 // rootRunAs picks the user for a server started by root: never root when
 // avoidable (cap-drop ALL already removes root's power, this removes its
-// file ownership too). The model's owner can read it; a world-readable
-// model owned by root is read as nobody.
+// file ownership too). The model's owner can read it; a model owned by
+// root that everyone may read, in a directory everyone may enter, is read
+// as nobody. Otherwise root it is, still without capabilities.
 func rootRunAs(model string) (uid, gid int) {
-	var st syscall.Stat_t
-	if syscall.Stat(model, &st) != nil {
+	var st, dir syscall.Stat_t
+	if syscall.Stat(model, &st) != nil || syscall.Stat(filepath.Dir(model), &dir) != nil {
 		return 65534, 65534
 	}
-	if st.Uid != 0 {
+	if st.Uid != 0 && dir.Uid == st.Uid {
 		return int(st.Uid), int(st.Gid)
 	}
-	if st.Mode&0o004 != 0 {
+	if st.Mode&0o004 != 0 && dir.Mode&0o005 == 0o005 {
 		return 65534, 65534
 	}
 	return 0, 0

@@ -128,3 +128,36 @@ func TestCDIAvailable(t *testing.T) {
 		}
 	}
 }
+
+func TestRootRunAs(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to create files owned by others")
+	}
+	base := t.TempDir()
+	mk := func(name string, dirMode, fileMode os.FileMode, uid int) string {
+		d := filepath.Join(base, name)
+		_ = os.Mkdir(d, dirMode)
+		_ = os.Chmod(d, dirMode)
+		f := filepath.Join(d, "m.gguf")
+		_ = os.WriteFile(f, nil, fileMode)
+		_ = os.Chmod(f, fileMode)
+		_ = os.Lchown(d, uid, uid)
+		_ = os.Lchown(f, uid, uid)
+		return f
+	}
+	for _, tc := range []struct {
+		name      string
+		dir, file os.FileMode
+		owner     int
+		want      int
+	}{
+		{"user's model", 0o700, 0o600, 1234, 1234},
+		{"root's public model", 0o755, 0o644, 0, 65534},
+		{"root's private dir", 0o700, 0o644, 0, 0},
+		{"root's private file", 0o755, 0o600, 0, 0},
+	} {
+		if uid, gid := rootRunAs(mk(tc.name, tc.dir, tc.file, tc.owner)); uid != tc.want || gid != tc.want {
+			t.Errorf("%s: runs as %d:%d, want %d", tc.name, uid, gid, tc.want)
+		}
+	}
+}
