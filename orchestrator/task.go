@@ -245,31 +245,28 @@ func short(id string) string {
 	return id
 }
 
-// Slug turns a prompt into a short branch-name part: lower-case words
-// joined by dashes, at most 32 characters.
+// Slug turns a prompt into a short branch-name part: its first
+// lower-case ASCII words joined by dashes, at most 32 characters, cut at a
+// word boundary.
 func Slug(prompt string) string {
+	words := strings.FieldsFunc(strings.ToLower(prompt), func(r rune) bool {
+		return r >= unicode.MaxASCII || !(unicode.IsLetter(r) || unicode.IsDigit(r))
+	})
 	var b strings.Builder
-	dash := false
-	for _, r := range strings.ToLower(prompt) {
-		if r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
-			if dash && b.Len() > 0 {
-				b.WriteByte('-')
-			}
-			dash = false
-			b.WriteRune(r)
-			if b.Len() >= 32 {
-				break
-			}
-			continue
+	for _, w := range words {
+		if b.Len() > 0 && b.Len()+1+len(w) > 32 {
+			break
 		}
-		dash = true
+		if b.Len() > 0 {
+			b.WriteByte('-')
+		}
+		if len(w) > 32 {
+			w = w[:32]
+		}
+		b.WriteString(w)
 	}
-	s := strings.Trim(b.String(), "-")
-	if len(s) > 32 {
-		s = strings.Trim(s[:32], "-")
-	}
-	if s == "" {
+	if b.Len() == 0 {
 		return "task"
 	}
-	return s
+	return b.String()
 }

@@ -1,0 +1,36 @@
+package orchestrator
+
+import "testing"
+
+func TestSlug(t *testing.T) {
+	for in, want := range map[string]string{
+		"Add pagination to the users endpoint":                     "add-pagination-to-the-users",
+		"Make greet.sh greet the name given as its first argument": "make-greet-sh-greet-the-name",
+		"  --weird** input!! ":                                     "weird-input",
+		"日本語だけ":                                                    "task",
+		"":                                                         "task",
+		"supercalifragilisticexpialidociousandthensomemoreletters x": "supercalifragilisticexpialidocio",
+		"fix ../../etc/passwd; rm -rf /":                             "fix-etc-passwd-rm-rf",
+	} {
+		if got := Slug(in); got != want {
+			t.Errorf("Slug(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestIsTestCommand(t *testing.T) {
+	yes := []string{"go test ./...", "cd x && go test -run Foo ./pkg", "pytest -q", "python3 -m pytest",
+		"npm test", "npm run test", "cargo test", "make test", "make -j4 check", "sh test.sh", "./run_tests.sh",
+		"bash scripts/test.sh", "mvn -q test", "./gradlew test", "bundle exec rspec"}
+	no := []string{"ls", "cat test.sh", "go build ./...", "echo testing", "git status", "make build", "vim test.py"}
+	for _, c := range yes {
+		if !IsTestCommand(c) {
+			t.Errorf("%q not detected as a test command", c)
+		}
+	}
+	for _, c := range no {
+		if IsTestCommand(c) {
+			t.Errorf("%q detected as a test command", c)
+		}
+	}
+}
