@@ -27,7 +27,7 @@ import (
 // built once, on first use, into a temporary directory that TestMain
 // removes.
 var (
-	binOnce sync.Once
+	binOnce  sync.Once
 	binDir   string
 	binErr   error
 	prebuilt bool
