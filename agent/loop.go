@@ -37,6 +37,9 @@ const (
 	// maxParallelReads bounds the read-only calls of one reply in flight
 	// at once: a model may send dozens, the sandbox has a few cores.
 	maxParallelReads = 8
+	// maxCallsPerReply bounds the calls run from one reply; a looping model
+	// can emit hundreds.
+	maxCallsPerReply = 32
 )
 
 // start prepares the conversation once: session-start hooks, project
@@ -181,7 +184,15 @@ func (a *Agent) run(ctx context.Context, prompt string, res *Result) error {
 			res.Text = v.reason
 			return nil
 		}
-		results, err := a.execute(ctx, msg.ToolCalls, res)
+		run := msg.ToolCalls
+		if len(run) > maxCallsPerReply {
+			run = run[:maxCallsPerReply]
+		}
+		results, err := a.execute(ctx, run, res)
+		for range msg.ToolCalls[len(run):] {
+			results = append(results, &ToolResult{IsError: true, Output: fmt.Sprintf(notRunResult,
+				fmt.Sprintf("a reply may make at most %d calls; send the rest in your next reply", maxCallsPerReply))})
+		}
 		// Results are recorded even when the workspace failed, so every
 		// call in the transcript has its answer.
 		for i, c := range msg.ToolCalls {
@@ -357,13 +368,17 @@ func (a *Agent) reply(ctx context.Context, res *Result) (llm.Message, error) {
 			}
 			msg.ToolCalls = calls
 		}
+		seen := make(map[string]bool, len(msg.ToolCalls))
 		for i := range msg.ToolCalls {
 			c := &msg.ToolCalls[i]
 			c.Type = "function"
-			if c.ID == "" {
+			// Results are matched to calls by id: some servers send none,
+			// or the same one for every call.
+			if c.ID == "" || seen[c.ID] {
 				a.nextID++
 				c.ID = "call_" + a.header.ID + "_" + strconv.Itoa(a.nextID)
 			}
+			seen[c.ID] = true
 		}
 		return msg, nil
 	}

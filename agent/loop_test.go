@@ -403,3 +403,35 @@ func TestMaxIterationsPerMessage(t *testing.T) {
 		}
 	}
 }
+
+func TestManyCallsAndDuplicateIDs(t *testing.T) {
+	many := func(context.Context, llm.Request, func(llm.Delta)) (llm.Response, error) {
+		var tc []llm.ToolCall
+		for i := range 40 {
+			tc = append(tc, llm.ToolCall{ID: "same", Type: "function",
+				Function: llm.FunctionCall{Name: "think", Arguments: `{"thought":"t` + strings.Repeat("x", i+1) + `"}`}})
+		}
+		return llm.Response{Message: llm.Message{Role: llm.RoleAssistant, ToolCalls: tc}}, nil
+	}
+	c := &fakeClient{replies: []replyFn{many, text("ok")}}
+	a := newTestAgent(t, c, newMemWorkspace(nil), nil)
+	res, err := a.Run(t.Context(), "go")
+	if err != nil || len(res.ToolCalls) != maxCallsPerReply {
+		t.Fatalf("res = %+v, err = %v", res, err)
+	}
+	msgs := c.requests()[1].Messages
+	ids := map[string]bool{}
+	notRun := 0
+	for _, m := range msgs {
+		if m.Role == llm.RoleTool {
+			ids[m.ToolCallID] = true
+			if strings.HasPrefix(m.Content, "not run") {
+				notRun++
+			}
+		}
+	}
+	if len(ids) != 40 || notRun != 8 {
+		t.Fatalf("%d distinct ids, %d not run", len(ids), notRun)
+	}
+	pairsIntact(t, msgs)
+}
