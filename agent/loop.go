@@ -118,15 +118,16 @@ func (a *Agent) run(ctx context.Context, prompt string, res *Result) error {
 		if err := a.record(llm.Message{Role: llm.RoleUser, Content: prompt}); err != nil {
 			return err
 		}
-	} else if last := a.history[len(a.history)-1]; last.Role == llm.RoleSystem ||
-		(last.Role == llm.RoleAssistant && len(last.ToolCalls) == 0) {
-		// Nothing is waiting for an answer.
-		res.StopReason = StopDone
-		res.Text = last.Content
-		if last.Role == llm.RoleSystem {
-			return errors.New("agent: nothing to do: give a prompt")
+	} else {
+		switch last := a.history[len(a.history)-1]; {
+		case last.Role == llm.RoleSystem:
+			return errors.New("agent: nothing to do: the conversation is empty, give a prompt")
+		case last.Role == llm.RoleAssistant && len(last.ToolCalls) == 0:
+			// A resumed conversation that had already finished.
+			res.StopReason = StopDone
+			res.Text = visibleText(last.Content)
+			return nil
 		}
-		return nil
 	}
 
 	guard := newLoopGuard()
