@@ -52,6 +52,10 @@ func (c *HTTPClient) Health(ctx context.Context) (Health, error) {
 		if json.Unmarshal(body, &s) == nil && s.Status != "" {
 			msg = s.Status
 		}
+		if strings.Contains(strings.ToLower(msg), "loading") {
+			// Old llama-server builds said so with a 200.
+			return Health{Loading: true, StatusCode: status, Message: msg}, nil
+		}
 		return Health{Ready: true, StatusCode: status, Message: msg}, nil
 	case status == http.StatusServiceUnavailable:
 		msg, _ := serverError(body)

@@ -141,3 +141,14 @@ func TestInfoWhileLoading(t *testing.T) {
 		t.Errorf("info: %v", err)
 	}
 }
+
+func TestHealthOldLoadingWith200(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"status":"loading model"}`))
+	}))
+	defer srv.Close()
+	h, err := newClient(t, srv.URL, nil).Health(context.Background())
+	if err != nil || h.Ready || !h.Loading {
+		t.Errorf("%+v %v", h, err)
+	}
+}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -508,5 +510,42 @@ func TestNewHTTPRejectsBadURL(t *testing.T) {
 		if _, err := llm.NewHTTP(llm.Options{BaseURL: u}); err == nil || !strings.Contains(err.Error(), "http://HOST:PORT") {
 			t.Errorf("%q: %v", u, err)
 		}
+	}
+}
+
+// Sub-agents share one client: concurrent generations must not mix.
+func TestConcurrentStreams(t *testing.T) {
+	const n = 8
+	var turns []string
+	for i := range n {
+		turns = append(turns, fmt.Sprintf(`{text: "reply %d with some more words to stream", tool_calls: [{name: bash, arguments: {command: "echo %d"}}]}`, i, i))
+	}
+	srv := startScript(t, "chunk: 2\nturns: ["+strings.Join(turns, ",")+"]")
+	c := newClient(t, srv.URL(), nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			var got strings.Builder
+			resp, err := c.Stream(context.Background(), userReq("go"), func(d llm.Delta) {
+				if d.Kind == llm.DeltaText {
+					got.WriteString(d.Text)
+				}
+			})
+			if err != nil {
+				errs <- err
+				return
+			}
+			var i int
+			if _, err := fmt.Sscanf(resp.Message.Content, "reply %d", &i); err != nil || got.String() != resp.Message.Content ||
+				len(resp.Message.ToolCalls) != 1 || resp.Message.ToolCalls[0].Function.Arguments != fmt.Sprintf(`{"command":"echo %d"}`, i) {
+				errs <- fmt.Errorf("mixed reply: %+v (deltas %q)", resp.Message, got.String())
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
