@@ -35,8 +35,8 @@ type BuildOptions struct {
 	Labels map[string]string
 	// AgentVersion is recorded in the build label.
 	AgentVersion string
-	// TempDir is where root filesystems and logs are built ("" = the
-	// system temporary directory). Debian root filesystems take ~350-450 MB.
+	// TempDir is where root filesystems and logs are built ("" = $TMPDIR
+	// if set, else /var/tmp). Debian root filesystems take ~350-450 MB.
 	TempDir string
 	// Progress receives step events; nil discards them.
 	Progress ProgressFunc
@@ -403,9 +403,18 @@ func humanSize(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
+// tempDir is where a root filesystem is built. Without an explicit choice
+// (TempDir or $TMPDIR) it is /var/tmp rather than /tmp: /tmp is often a
+// small tmpfs mounted nodev, where debootstrap cannot create /dev nodes
+// and a 450 MB root does not fit.
 func tempDir(opts BuildOptions) string {
 	if opts.TempDir != "" {
 		return opts.TempDir
+	}
+	if os.Getenv("TMPDIR") == "" {
+		if fi, err := os.Stat("/var/tmp"); err == nil && fi.IsDir() {
+			return "/var/tmp"
+		}
 	}
 	return os.TempDir()
 }
