@@ -127,7 +127,7 @@ func projectDir(repo string) string {
 	return d
 }
 
-func parseLabels(ls []string) (map[string]string, error) {
+func taskLabels(ls []string) (map[string]string, error) {
 	labels := map[string]string{}
 	for _, l := range ls {
 		k, v, ok := strings.Cut(l, "=")
@@ -185,7 +185,7 @@ func taskRun(ctx context.Context, opts *TaskOptions) error {
 	if approve == approveAsk && (opts.JSON || !opts.IO.CanPrompt()) {
 		return errNeedApprove("agent task")
 	}
-	labels, err := parseLabels(opts.Labels)
+	labels, err := taskLabels(opts.Labels)
 	if err != nil {
 		return err
 	}
@@ -310,7 +310,7 @@ func taskResumeRun(ctx context.Context, opts *TaskResumeOptions) error {
 	if approve == approveAsk && (opts.JSON || !opts.IO.CanPrompt()) {
 		return errNeedApprove("agent resume")
 	}
-	labels, err := parseLabels(opts.Labels)
+	labels, err := taskLabels(opts.Labels)
 	if err != nil {
 		return err
 	}
