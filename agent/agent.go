@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/localagent/agent/agent/event"
@@ -240,6 +241,16 @@ func (a *Agent) openSession() error {
 	}
 	a.sess, a.header = w, hh
 	a.history = restoreHistory(msgs)
+	if o.ToolMode == ToolModeAuto {
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if msgs[i].Role == llm.RoleSystem {
+				if strings.Contains(msgs[i].Content, textModeMarker) {
+					a.mode = ToolModeText // it had switched before
+				}
+				break
+			}
+		}
+	}
 	return nil
 }
 

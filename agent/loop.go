@@ -389,11 +389,19 @@ func (a *Agent) canDowngrade() bool {
 	return a.opts.ToolMode == ToolModeAuto && a.mode == ToolModeNative
 }
 
+// textModeMarker is in the system prompt exactly when it is in text mode;
+// a resumed session finds the mode it had switched to by it.
+const textModeMarker = "\n# Calling tools\n"
+
 func (a *Agent) downgrade(why string) {
 	a.mode = ToolModeText
 	a.history[0].Content = a.systemPrompt()
 	a.tokens.reset()
 	a.emit(event.Event{Kind: event.Notice, Text: why + "; switching to text tool calls"})
+	// Recorded so that a resumed session starts in text mode at once.
+	if err := a.appendTranscript(a.history[0]); err != nil {
+		a.emit(event.Event{Kind: event.Notice, Text: err.Error()})
+	}
 }
 
 // nativeCallsBroken reports calls that lack required arguments: models

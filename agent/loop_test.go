@@ -139,6 +139,16 @@ func TestDowngradeWhenServerRejectsTools(t *testing.T) {
 			t.Fatalf("text-mode request carries native tool fields: %+v", m)
 		}
 	}
+	// A resumed session remembers the switch.
+	_ = a.Close()
+	c2 := &fakeClient{replies: []replyFn{text("still text")}}
+	b := newTestAgent(t, c2, ws, func(o *Options) { o.SessionPath = res.SessionPath; o.Resume = true })
+	if _, err := b.Run(t.Context(), "more"); err != nil {
+		t.Fatal(err)
+	}
+	if r := c2.requests()[0]; len(r.Tools) != 0 || !strings.Contains(r.Messages[0].Content, "<tool_call>") {
+		t.Fatal("the resumed session went back to native tool calls")
+	}
 }
 
 func TestDowngradeWhenNativeCallsLackArguments(t *testing.T) {
