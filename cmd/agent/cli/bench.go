@@ -18,6 +18,7 @@ type BenchOptions struct {
 	JSON       bool
 	Iterations int
 	Image      string
+	Labels     []string
 }
 
 // NewCmdBench builds `agent bench`.
@@ -51,10 +52,15 @@ docker run.`,
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as one JSON object")
 	cmd.Flags().IntVarP(&opts.Iterations, "iterations", "n", 8, "sandboxes created (tool-call samples scale with it)")
 	cmd.Flags().StringVar(&opts.Image, "image", sandbox.BenchImage, "image to benchmark with")
+	cmd.Flags().StringArrayVar(&opts.Labels, "label", nil, "extra label KEY=VALUE on every container the benchmark makes (repeatable)")
 	return cmd
 }
 
 func benchRun(ctx context.Context, opts *BenchOptions) error {
+	labels, err := parseLabelFlags(opts.Labels)
+	if err != nil {
+		return err
+	}
 	cfg, err := opts.Factory.Config()
 	if err != nil {
 		return err
@@ -68,7 +74,7 @@ func benchRun(ctx context.Context, opts *BenchOptions) error {
 		return err
 	}
 	progress := func(s string) { fmt.Fprintln(opts.IO.ErrOut, "bench: "+s) }
-	rep, err := e.Bench(ctx, sandbox.BenchOptions{Image: opts.Image, Toolbox: tb, Iterations: opts.Iterations, Progress: progress})
+	rep, err := e.Bench(ctx, sandbox.BenchOptions{Image: opts.Image, Toolbox: tb, Iterations: opts.Iterations, Progress: progress, Labels: labels})
 	if err != nil {
 		return err
 	}

@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/localagent/agent/sandbox"
+	"github.com/localagent/agent/sandbox/sandboxtest"
 )
 
 // One short benchmark run end to end; the targets are reported, not
 // asserted (timings on a shared machine are noisy).
 func TestBenchJSON(t *testing.T) {
-	sandboxEnv(t)
-	r := agentCLI(t, "", "bench", "--json", "--iterations", "1")
+	label := sandboxEnv(t)
+	r := agentCLI(t, "", "bench", "--json", "--iterations", "1", "--label", sandbox.LabelTest+"="+label)
 	if r.code != 0 {
 		t.Fatalf("bench: exit %d: %s", r.code, r.errOut)
 	}
@@ -31,6 +32,9 @@ func TestBenchJSON(t *testing.T) {
 	t.Logf("ready %.2fx docker run, read_file 1/%.0f of docker exec", rep.ReadyVsDockerRun, 1/rep.ReadFileVsDockerExec)
 	if !strings.Contains(r.errOut, "bench:") {
 		t.Errorf("no progress on stderr: %q", r.errOut)
+	}
+	if left := sandboxtest.Containers(t, sandboxtest.Client(t), label); len(left) != 0 {
+		t.Errorf("bench left %d containers", len(left))
 	}
 }
 

@@ -115,14 +115,23 @@ func NewCmdSandboxCreate(f *Factory, runF func(context.Context, *SandboxCreateOp
 	return cmd
 }
 
-func sandboxCreateRun(ctx context.Context, opts *SandboxCreateOptions) error {
+// parseLabelFlags reads repeated --label KEY=VALUE flags.
+func parseLabelFlags(flags []string) (map[string]string, error) {
 	labels := map[string]string{}
-	for _, l := range opts.Labels {
+	for _, l := range flags {
 		k, v, ok := strings.Cut(l, "=")
 		if !ok || k == "" {
-			return UsageErrorf("--label %q must be KEY=VALUE", l)
+			return nil, UsageErrorf("--label %q must be KEY=VALUE", l)
 		}
 		labels[k] = v
+	}
+	return labels, nil
+}
+
+func sandboxCreateRun(ctx context.Context, opts *SandboxCreateOptions) error {
+	labels, err := parseLabelFlags(opts.Labels)
+	if err != nil {
+		return err
 	}
 	cfg, err := opts.Factory.Config()
 	if err != nil {
