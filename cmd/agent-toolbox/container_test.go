@@ -121,8 +121,8 @@ func openSession(t *testing.T, container string) *containerSession {
 	return &containerSession{t: t, in: in, out: sc, cmd: cmd}
 }
 
-// do sends one request and waits for its response.
-func (cs *containerSession) do(tool string, args string) toolbox.Response {
+// send sends one request without waiting and returns its id.
+func (cs *containerSession) send(tool string, args string) uint64 {
 	cs.t.Helper()
 	cs.id++
 	if args == "" {
@@ -131,6 +131,11 @@ func (cs *containerSession) do(tool string, args string) toolbox.Response {
 	if _, err := fmt.Fprintf(cs.in, `{"id":%d,"tool":%q,"args":%s}`+"\n", cs.id, tool, args); err != nil {
 		cs.t.Fatal(err)
 	}
+	return cs.id
+}
+
+func (cs *containerSession) recv() toolbox.Response {
+	cs.t.Helper()
 	if !cs.out.Scan() {
 		cs.t.Fatalf("session ended: %v", cs.out.Err())
 	}
@@ -138,8 +143,16 @@ func (cs *containerSession) do(tool string, args string) toolbox.Response {
 	if err := json.Unmarshal(cs.out.Bytes(), &r); err != nil {
 		cs.t.Fatalf("frame %q: %v", cs.out.Text(), err)
 	}
-	if r.ID != cs.id {
-		cs.t.Fatalf("response id %d, want %d", r.ID, cs.id)
+	return r
+}
+
+// do sends one request and waits for its response.
+func (cs *containerSession) do(tool string, args string) toolbox.Response {
+	cs.t.Helper()
+	id := cs.send(tool, args)
+	r := cs.recv()
+	if r.ID != id {
+		cs.t.Fatalf("response id %d, want %d", r.ID, id)
 	}
 	return r
 }
@@ -197,11 +210,32 @@ func TestSessionInHardenedContainer(t *testing.T) {
 		t.Errorf("memory bomb: %+v", r)
 	}
 
-	// A fork bomb hits the pids limit; the session survives and the next
-	// command runs.
-	r = s.do("bash", `{"command":"f() { f | f & }; f; sleep 2","timeout":5}`)
-	if r.ExitCode != nil {
-		t.Logf("fork bomb: exit %d, timed out %v, %d bytes of output", *r.ExitCode, r.TimedOut, len(r.Output))
+	// A fork bomb hits the pids limit. Requests sent while it rages are
+	// all answered (the toolbox needs no new thread or process for them),
+	// and the session stays usable afterwards.
+	bomb := s.send("bash", `{"command":"f() { f | f & }; f; sleep 2","timeout":5}`)
+	time.Sleep(500 * time.Millisecond)
+	const during = 30
+	for i := range during {
+		if i%2 == 0 {
+			s.send("read_file", `{"path":"src/a.txt"}`)
+		} else {
+			s.send("grep", `{"pattern":"one"}`)
+		}
+	}
+	s.send("bash", `{"command":"echo during"}`)
+	for range during + 2 {
+		r := s.recv()
+		switch {
+		case r.ID == bomb:
+			if r.ExitCode != nil {
+				t.Logf("fork bomb: exit %d, timed out %v, %d bytes of output", *r.ExitCode, r.TimedOut, len(r.Output))
+			}
+		case r.ID == bomb+during+1:
+			t.Logf("bash during the bomb: %s", r.Output)
+		case r.IsError:
+			t.Errorf("file tool failed during the fork bomb: %s", r.Output)
+		}
 	}
 	want(t, s.do("ping", ""), false, "pong")
 	after := s.do("bash", `{"command":"echo alive; ps -o pid,comm | wc -l"}`)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/localagent/agent/sandbox/toolbox"
@@ -24,6 +25,26 @@ flags (serve, call):
   -root DIR       workspace directory (default /workspace)
   -max-output N   cap on a command's output in bytes (default 262144)
 `
+
+// pollable returns a second *os.File for f's descriptor, switched to
+// non-blocking mode, when f is a pipe or a socket (what docker exec gives):
+// reads and writes then wait in Go's poller instead of holding an OS thread
+// each, and threads are what a fork bomb in the sandbox takes away. It
+// returns nil for terminals and files, which are left alone (a terminal
+// shared with a shell must stay blocking).
+func pollable(f *os.File) *os.File {
+	st, err := f.Stat()
+	if err != nil || st.Mode()&(os.ModeNamedPipe|os.ModeSocket) == 0 {
+		return nil
+	}
+	fd := f.Fd()
+	if err := syscall.SetNonblock(int(fd), true); err != nil {
+		return nil
+	}
+	// NewFile sees the non-blocking descriptor and registers it with the
+	// poller.
+	return os.NewFile(fd, f.Name())
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -82,7 +103,22 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	var err error
 	if mode == "serve" {
-		err = srv.Serve(ctx, stdin, stdout)
+		in, out := stdin, stdout
+		if f, ok := stdin.(*os.File); ok {
+			if p := pollable(f); p != nil {
+				in = p
+				// Both Files own the descriptor; the new one must not be
+				// collected (and close it) while the session runs.
+				defer runtime.KeepAlive(p)
+			}
+		}
+		if f, ok := stdout.(*os.File); ok {
+			if p := pollable(f); p != nil {
+				out = p
+				defer runtime.KeepAlive(p)
+			}
+		}
+		err = srv.Serve(ctx, in, out)
 	} else {
 		err = srv.Call(ctx, stdin, stdout)
 	}

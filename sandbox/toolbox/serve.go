@@ -17,6 +17,11 @@ import (
 // frame cannot exhaust the sandbox's memory.
 const MaxFrameBytes = 64 << 20
 
+// MaxConcurrent is how many requests of one session run at once; more
+// wait their turn (ping and cancel never wait). It bounds the OS threads
+// the session needs, which Serve reserves up front.
+const MaxConcurrent = 8
+
 // Serve runs a session: newline-delimited Request frames from r, Response
 // frames to w. Requests run concurrently and are answered as they finish,
 // matched by ID; the client orders calls that write. OpPing is answered at
@@ -28,15 +33,22 @@ const MaxFrameBytes = 64 << 20
 // a clean end of input, ctx's error when ctx ended the session, and an
 // error when reading r or writing w failed.
 func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
-	// Start a few OS threads now, while that is still possible: a fork bomb
-	// inside the sandbox can later use up the pids limit, and a Go program
-	// that cannot create a thread it needs dies. Idle threads are kept by
-	// the runtime and reused.
-	reserveThreads(8)
+	// Start the OS threads the session can need now, while that is still
+	// possible: a fork bomb inside the sandbox can use up the pids limit
+	// later, and a Go program that cannot create a thread it needs dies.
+	// Idle threads are kept by the runtime and reused. A request blocked in
+	// a system call (a file read, a command's wait) holds one thread, and at
+	// most MaxConcurrent requests run at once; add the threads that run Go
+	// code and the runtime's own (sysmon, signals, a template thread).
+	reserveThreads(MaxConcurrent + runtime.GOMAXPROCS(0) + 6)
 
 	ctx, cancelAll := context.WithCancel(ctx)
 	defer cancelAll()
-	sess := &session{srv: s, out: &frameWriter{w: w, onError: cancelAll}, running: map[uint64]context.CancelFunc{}}
+	sess := &session{
+		srv: s, out: &frameWriter{w: w, onError: cancelAll},
+		running: map[uint64]context.CancelFunc{},
+		slots:   make(chan struct{}, MaxConcurrent),
+	}
 
 	frames := make(chan []byte)
 	readErr := make(chan error, 1)
@@ -87,9 +99,10 @@ loop:
 }
 
 type session struct {
-	srv *Server
-	out *frameWriter
-	wg  sync.WaitGroup
+	srv   *Server
+	out   *frameWriter
+	wg    sync.WaitGroup
+	slots chan struct{} // one per running request; bounds threads in use
 
 	mu      sync.Mutex
 	running map[uint64]context.CancelFunc
@@ -126,7 +139,14 @@ func (ss *session) dispatch(ctx context.Context, line []byte) {
 	ss.wg.Add(1)
 	go func() {
 		defer ss.wg.Done()
-		resp := ss.srv.Handle(rctx, req)
+		var resp Response
+		select {
+		case ss.slots <- struct{}{}:
+			resp = ss.srv.Handle(rctx, req)
+			<-ss.slots
+		case <-rctx.Done():
+			resp = Response{ID: req.ID, IsError: true, Output: fmt.Sprintf("%s was cancelled before it started", req.Tool)}
+		}
 		ss.mu.Lock()
 		delete(ss.running, req.ID)
 		ss.mu.Unlock()

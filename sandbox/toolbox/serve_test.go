@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -263,5 +265,35 @@ func BenchmarkServeReadFile(b *testing.B) {
 		if !sc.Scan() {
 			b.Fatal("session ended")
 		}
+	}
+}
+
+func TestServeBoundsConcurrency(t *testing.T) {
+	s := newTestServer(t)
+	ts := startSession(t, s)
+	for i := range MaxConcurrent + 1 {
+		ts.send(uint64(i+1), ToolBash, BashArgs{Command: fmt.Sprintf("touch started.%d; sleep 2", i+1)})
+	}
+	time.Sleep(500 * time.Millisecond)
+	started, _ := filepath.Glob(filepath.Join(s.Root, "started.*"))
+	if len(started) != MaxConcurrent {
+		t.Errorf("%d requests running, want %d", len(started), MaxConcurrent)
+	}
+	// ping does not wait for a slot; a queued request can be cancelled.
+	ts.send(100, OpPing, nil)
+	check(t, ts.recv(), false, "pong")
+	ts.send(101, OpCancel, CancelArgs{ID: MaxConcurrent + 1})
+	got := map[uint64]Response{}
+	for range 2 {
+		r := ts.recv()
+		got[r.ID] = r
+	}
+	check(t, got[101], false, "cancelled request 9")
+	check(t, got[MaxConcurrent+1], true, "bash was cancelled before it started")
+	if _, err := os.Stat(filepath.Join(s.Root, fmt.Sprintf("started.%d", MaxConcurrent+1))); err == nil {
+		t.Error("the cancelled request ran")
+	}
+	for range MaxConcurrent {
+		ts.recv()
 	}
 }
