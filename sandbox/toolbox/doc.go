@@ -23,8 +23,9 @@
 // runs. Output is one capped head+tail buffer (memory stays fixed however
 // much a command prints), and an OOM kill is told apart from other SIGKILLs
 // through the memory cgroup's oom_kill counter. A fork bomb cannot stop the
-// toolbox: the session reserves its OS threads up front and the file tools
-// need no new process.
+// toolbox: a session runs at most MaxConcurrent requests at once and
+// reserves the OS threads that needs up front, its pipes wait in Go's
+// poller, and the file tools need no new process.
 //
 // Build it static (it must run in a scratch image as any unprivileged UID
 // with a read-only root filesystem):
