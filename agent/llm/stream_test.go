@@ -549,3 +549,49 @@ func TestConcurrentStreams(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A server that ignores "stream" and answers with one JSON document.
+func TestServerIgnoringStream(t *testing.T) {
+	for _, tt := range []struct{ body, content, errHas string }{
+		{body: `{"choices":[{"index":0,"message":{"role":"assistant","content":"whole","tool_calls":[{"id":"c","type":"function","function":{"name":"bash","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`, content: "whole"},
+		{body: `{"error":{"message":"no such model","type":"invalid_request_error"}}`, errHas: "no such model"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			_, _ = w.Write([]byte(tt.body))
+		}))
+		c := newClient(t, srv.URL, nil)
+		resp, err := c.Stream(context.Background(), userReq("hi"), nil)
+		srv.Close()
+		if tt.errHas != "" {
+			if !errors.Is(err, llm.ErrServer) || !strings.Contains(err.Error(), tt.errHas) {
+				t.Errorf("err %v", err)
+			}
+			continue
+		}
+		if err != nil || resp.Message.Content != tt.content || len(resp.Message.ToolCalls) != 1 || resp.FinishReason != "tool_calls" {
+			t.Errorf("%+v %v", resp, err)
+		}
+	}
+}
+
+// Timeouts can be switched off one at a time.
+func TestTimeoutsDisabled(t *testing.T) {
+	srv := startScript(t, `
+turns:
+  - {text: "one two three four five six", stall: 30s}
+  - {text: "late", delay: 300ms}
+`)
+	c := newClient(t, srv.URL(), func(o *llm.Options) {
+		o.FirstByteTimeout = -1
+		o.IdleTimeout = 150 * time.Millisecond
+	})
+	if _, err := c.Stream(context.Background(), userReq("hi"), nil); !errors.Is(err, llm.ErrTimeout) || !strings.Contains(err.Error(), "idle") {
+		t.Fatalf("idle only: %v", err)
+	}
+	// The idle timer starts with the first byte, so a slow start is fine.
+	resp, err := c.Stream(context.Background(), userReq("hi"), nil)
+	if err != nil || resp.Message.Content != "late" {
+		t.Fatalf("slow start: %+v %v", resp, err)
+	}
+}

@@ -1,12 +1,12 @@
 package scripted
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -123,7 +123,7 @@ func Load(path string) (*Script, error) {
 // Parse reads a script from YAML or JSON (JSON is YAML) and checks it.
 func Parse(data []byte) (*Script, error) {
 	var s Script
-	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true) // a typo in a field name should fail loudly
 	if err := dec.Decode(&s); err != nil {
 		if errors.Is(err, io.EOF) {
