@@ -24,6 +24,7 @@ modes:
 flags (serve, call):
   -root DIR       workspace directory (default /workspace)
   -max-output N   cap on a command's output in bytes (default 262144)
+  -shell PATH     shell for the bash tool, run as PATH -c COMMAND (default /bin/sh)
 `
 
 // pollable returns a second *os.File for f's descriptor, switched to
@@ -80,6 +81,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	root := fs.String("root", toolbox.WorkspaceRoot, "workspace directory")
 	maxOutput := fs.Int("max-output", 0, "cap on a command's output in bytes")
+	shell := fs.String("shell", "/bin/sh", "shell that runs the bash tool's commands as SHELL -c COMMAND")
 	if err := fs.Parse(rest); err != nil {
 		return 2
 	}
@@ -93,7 +95,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "agent-toolbox: workspace %s is not a directory\n", *root)
 	}
 	// The binary starts no other children, so it may end every orphan.
-	srv := &toolbox.Server{Root: *root, Limits: toolbox.Limits{OutputBytes: *maxOutput}, KillOrphans: true}
+	srv := &toolbox.Server{Root: *root, Shell: *shell, Limits: toolbox.Limits{OutputBytes: *maxOutput}, KillOrphans: true}
 
 	// A closed stdout must become a write error (the session then cancels
 	// its commands), not a silent death by SIGPIPE that leaves them running.

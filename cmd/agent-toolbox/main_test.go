@@ -52,6 +52,12 @@ func TestCallMode(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &r); code != 0 || err != nil || r.ID != 9 || r.Output != "     1\thi\n" {
 		t.Errorf("code %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
+
+	stdout.Reset()
+	code = run([]string{"call", "-root", root, "-shell", "/nonexistent/bash"}, strings.NewReader(`{"id":1,"tool":"bash","args":{"command":"true"}}`), &stdout, &stderr)
+	if code != 0 || !strings.Contains(stdout.String(), "this image has no /nonexistent/bash") {
+		t.Errorf("-shell: code %d, stdout %q", code, stdout.String())
+	}
 }
 
 var (
