@@ -75,16 +75,12 @@ type recipe struct {
 	verify []string
 }
 
-func recipeFor(name string) recipe {
-	switch name {
-	case NameBusybox:
-		return busyboxRecipe()
-	case NameSandbox:
-		return sandboxRecipe()
-	case NameLlamaServer:
-		return llamaServerRecipe()
-	}
-	return recipe{}
+// recipes maps image names to their recipes (a variable so tests can
+// break one on purpose).
+var recipes = map[string]func() recipe{
+	NameBusybox:     busyboxRecipe,
+	NameSandbox:     sandboxRecipe,
+	NameLlamaServer: llamaServerRecipe,
 }
 
 // build is the state of one running build.
@@ -125,7 +121,7 @@ func Build(ctx context.Context, eng Engine, name string, opts BuildOptions) (Bui
 		return res, fmt.Errorf("inspecting %s: %w", ref, err)
 	}
 
-	r := recipeFor(def.Name)
+	r := recipes[def.Name]()
 	if err := r.preflight(); err != nil {
 		return res, fmt.Errorf("building %s: %w", def.Name, err)
 	}
@@ -140,8 +136,9 @@ func Build(ctx context.Context, eng Engine, name string, opts BuildOptions) (Bui
 	if err != nil {
 		return res, err
 	}
-	// From here on a failure must not leave the temporary tag behind.
-	imported := false
+	// From here on a failure must not leave the temporary tag behind, even
+	// when the import was cut off after the engine had created it.
+	imported := true
 	defer func() {
 		if imported {
 			cctx, cancel := cleanupContext(ctx)
@@ -157,7 +154,6 @@ func Build(ctx context.Context, eng Engine, name string, opts BuildOptions) (Bui
 		changes = append(changes, labelChange(k, v))
 	}
 	id, err := importTar(ctx, eng, tmpRef, changes, write)
-	imported = err == nil || id != ""
 	if err != nil {
 		return res, fmt.Errorf("building %s: importing into the engine: %w", def.Name, err)
 	}

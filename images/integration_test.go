@@ -324,3 +324,53 @@ func TestBuildDebianImages(t *testing.T) {
 }
 
 func errorsAs(err error, target **MissingError) bool { return errors.As(err, target) }
+
+// A build whose image fails its check must leave the working image under
+// the tag untouched and no temporary tag behind.
+func TestFailedBuildKeepsWorkingImage(t *testing.T) {
+	c := engineForTest(t)
+	ctx := context.Background()
+	id := testID(t)
+	ref := "agent/busybox:test-" + id
+	removeTestImages(t, c, id, ref)
+	good, err := Build(ctx, c, NameBusybox, BuildOptions{Ref: ref, Labels: map[string]string{LabelTest: id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	orig := recipes[NameBusybox]
+	t.Cleanup(func() { recipes[NameBusybox] = orig })
+	recipes[NameBusybox] = func() recipe {
+		r := orig()
+		r.verify = []string{"sh", "-c", "echo broken >&2; exit 3"}
+		return r
+	}
+	time.Sleep(1100 * time.Millisecond) // a different build label, so a different image
+	_, err = Build(ctx, c, NameBusybox, BuildOptions{Ref: ref, Force: true, Labels: map[string]string{LabelTest: id}})
+	if err == nil || !strings.Contains(err.Error(), "does not work") || !strings.Contains(err.Error(), "broken") {
+		t.Fatalf("Build with a failing check = %v", err)
+	}
+	im, err := c.ImageInspect(ctx, ref)
+	if err != nil || im.ID != good.ID {
+		t.Fatalf("the working image was replaced: %v, %s != %s", err, im.ID, good.ID)
+	}
+	ims, _ := c.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelTest+"="+id))})
+	if len(ims) != 1 {
+		t.Errorf("%d images carry the test label, want only the working one", len(ims))
+	}
+	for _, im := range ims {
+		for _, tag := range im.RepoTags {
+			if strings.Contains(tag, ":build-") {
+				t.Errorf("temporary tag left: %s", tag)
+			}
+		}
+	}
+
+	// Control: with the check passing, the forced build does replace it.
+	recipes[NameBusybox] = orig
+	time.Sleep(1100 * time.Millisecond)
+	res, err := Build(ctx, c, NameBusybox, BuildOptions{Ref: ref, Force: true, Labels: map[string]string{LabelTest: id}})
+	if err != nil || res.ID == good.ID {
+		t.Fatalf("control build: %v, ID %s", err, res.ID)
+	}
+}
