@@ -182,7 +182,7 @@ func (p *Parser) tagged(s string, t tag, res *Result) []span {
 		if !t.toEnd {
 			if j := strings.Index(s[bodyStart:], t.close); j >= 0 {
 				bodyEnd, end, closed = bodyStart+j, bodyStart+j+len(t.close), true
-			} else if k := nextOpen(s[bodyStart:], t.open); k >= 0 {
+			} else if k := strings.Index(s[bodyStart:], t.open); k >= 0 {
 				// Several calls, each opened but none closed.
 				bodyEnd, end = bodyStart+k, bodyStart+k
 			}
@@ -195,8 +195,8 @@ func (p *Parser) tagged(s string, t tag, res *Result) []span {
 		}
 		switch {
 		case ok:
-			// A whole call without its closing tag: the stop sequence ate
-			// it. Accept it.
+			// Closed, or whole without its closing tag (a stop sequence
+			// ate it): a call either way.
 			out = append(out, span{start: start, end: end, calls: calls})
 		case !closed && end == len(s) && !json.Valid(body):
 			// Opened and never closed, and what follows is not whole.
@@ -211,8 +211,6 @@ func (p *Parser) tagged(s string, t tag, res *Result) []span {
 		}
 	}
 }
-
-func nextOpen(s, open string) int { return strings.Index(s, open) }
 
 type fenceLoc struct{ start, end, bodyStart, bodyEnd int }
 
