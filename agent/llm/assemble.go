@@ -199,7 +199,7 @@ func (a *assembler) response() Response {
 	if finish == "" && len(msg.ToolCalls) > 0 {
 		finish = "tool_calls"
 	}
-	return Response{Message: msg, FinishReason: finish, Usage: a.usage}
+	return Response{Message: msg, FinishReason: finish, Usage: a.usage, Model: a.model}
 }
 
 // newCallID makes an id for a call the server sent without one; the id only

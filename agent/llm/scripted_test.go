@@ -78,8 +78,8 @@ turns:
 	if tc[1].Function.Name != "bash" || tc[1].Function.Arguments != `{"command": "go test ./... 🚀"}` {
 		t.Errorf("call 1: %+v", tc[1])
 	}
-	if resp.Usage.TotalTokens == 0 {
-		t.Errorf("no usage")
+	if resp.Usage.TotalTokens == 0 || resp.Model != "scripted/demo" {
+		t.Errorf("usage %+v model %q", resp.Usage, resp.Model)
 	}
 	var text strings.Builder
 	for _, d := range deltas {

@@ -95,6 +95,9 @@ type Response struct {
 	Message      Message `json:"message"`
 	FinishReason string  `json:"finish_reason"`
 	Usage        Usage   `json:"usage"`
+	// Model is the model name the server reported in its reply ("" if it
+	// did not say); a scripted server names itself "scripted".
+	Model string `json:"model,omitempty"`
 }
 
 // Client is a chat completion client. Stream sends req, calls onDelta for
