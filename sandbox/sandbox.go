@@ -161,10 +161,30 @@ func chooseUser(s Spec) (UserChoice, string, error) {
 	if !u.Chown {
 		return u, "", nil
 	}
+	if err := chownAllowed(s.Workspace); err != nil {
+		return u, "", err
+	}
 	if err := chownTree(s.Workspace, u.UID, u.GID); err != nil {
 		return u, "", fmt.Errorf("handing workspace %s to uid %s so the unprivileged sandbox can write it: %w", s.Workspace, u, err)
 	}
 	return u, fmt.Sprintf("running as root: the sandbox runs as unprivileged %s and the workspace %s was chowned to it", u, s.Workspace), nil
+}
+
+// chownAllowed refuses to hand over, unasked, a directory whose change of
+// owner would damage the host: a top-level directory (/root, /etc, /srv)
+// or one holding the caller's home.
+func chownAllowed(ws string) error {
+	clean := filepath.Clean(ws)
+	refuse := strings.Count(clean, string(filepath.Separator)) < 2
+	if home, err := os.UserHomeDir(); err == nil && home != "" {
+		if rel, err := filepath.Rel(clean, home); err == nil && (rel == "." || !strings.HasPrefix(rel, "..")) {
+			refuse = true
+		}
+	}
+	if refuse {
+		return fmt.Errorf("running as root, the sandbox would need workspace %s handed to unprivileged uid %d, and that directory is too important to chown: use a project directory, or give the user to run as explicitly (--user UID:GID)", ws, NobodyUID)
+	}
+	return nil
 }
 
 // chownTree changes the owner of every entry under root without following

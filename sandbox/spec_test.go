@@ -192,3 +192,15 @@ func TestCheckToolbox(t *testing.T) {
 		t.Errorf("FindToolbox with a bad $%s: %v", ToolboxEnv, err)
 	}
 }
+
+func TestChownAllowed(t *testing.T) {
+	t.Setenv("HOME", "/home/someone")
+	for ws, ok := range map[string]bool{
+		"/": false, "/root": false, "/etc": false, "/home": false, "/home/someone": false,
+		"/home/someone/project": true, "/srv/repos/app": true, t.TempDir(): true,
+	} {
+		if err := chownAllowed(ws); (err == nil) != ok {
+			t.Errorf("chownAllowed(%s) = %v", ws, err)
+		}
+	}
+}

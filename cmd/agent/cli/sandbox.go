@@ -78,6 +78,7 @@ type SandboxCreateOptions struct {
 	Factory   *Factory
 	Workspace string
 	Labels    []string
+	User      string
 	JSON      bool
 }
 
@@ -102,6 +103,7 @@ func NewCmdSandboxCreate(f *Factory, runF func(context.Context, *SandboxCreateOp
 	fl.StringVarP(&opts.Workspace, "workspace", "w", "", "host directory to mount at /workspace")
 	fl.BoolVar(&opts.JSON, "json", false, "print a JSON object instead of the id")
 	fl.StringArrayVar(&opts.Labels, "label", nil, "extra container label KEY=VALUE (repeatable)")
+	fl.StringVarP(&opts.User, "user", "u", "", "UID:GID to run as (default: yours; when you are root, the workspace owner or an unprivileged uid)")
 	fl.String("image", "", "sandbox image (config sandbox.image)")
 	fl.String("memory", "", "memory limit, e.g. 4g (config sandbox.memory)")
 	fl.Float64("cpus", 0, "CPU limit in cores (config sandbox.cpus)")
@@ -152,6 +154,7 @@ func sandboxCreateRun(ctx context.Context, opts *SandboxCreateOptions) error {
 		return err
 	}
 	spec.Labels = labels
+	spec.User = opts.User
 	e, err := sandboxEngine(ctx, opts.Factory)
 	if err != nil {
 		return err
