@@ -1,0 +1,5 @@
+// Package gguftest writes tiny but real GGUF models for tests: a llama
+// architecture with random weights and a byte-level vocabulary, which
+// llama-server loads in well under a second and can generate from (the
+// text is noise, the protocol is real).
+package gguftest
