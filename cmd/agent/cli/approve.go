@@ -39,10 +39,15 @@ func formKeyMap() *huh.KeyMap {
 	return km
 }
 
-// newApprovalForm builds the decision form for a reviewed task; the choice
-// lands in *choice, which starts at keep (the default).
-func newApprovalForm(rv *orchestrator.Review, choice *orchestrator.Decision) *huh.Form {
+// newApprovalForm builds the decision form for a reviewed task. The choice
+// lands in *choice, which starts at keep (the default). When discarding
+// would lose work (unmerged commits, uncommitted files), choosing discard
+// asks again in a second group of the same form; *sure says whether the
+// user confirmed. (One form, not two in a row: a second bubbletea program
+// on the same input could lose the keys the first one read ahead.)
+func newApprovalForm(rv *orchestrator.Review, unmerged, uncommitted int, choice *orchestrator.Decision, sure *bool) *huh.Form {
 	*choice = orchestrator.Keep
+	*sure = false
 	into := rv.BaseBranch
 	var opts []huh.Option[orchestrator.Decision]
 	if into != "" && rv.Unmerged > 0 {
@@ -57,19 +62,21 @@ func newApprovalForm(rv *orchestrator.Review, choice *orchestrator.Decision) *hu
 	if rv.BaseMoved {
 		desc += fmt.Sprintf("; %s has moved since the task started (merge is tried; a conflict changes nothing)", into)
 	}
-	return huh.NewForm(huh.NewGroup(
-		huh.NewSelect[orchestrator.Decision]().
-			Title(fmt.Sprintf("Task %s: what should happen to its branch?", rv.Task)).
-			Description(desc).
-			Options(opts...).
-			Value(choice),
-	)).WithKeyMap(formKeyMap()).WithShowHelp(true)
+	mustConfirm := unmerged > 0 || uncommitted > 0
+	return huh.NewForm(
+		huh.NewGroup(
+			huh.NewSelect[orchestrator.Decision]().
+				Title(fmt.Sprintf("Task %s: what should happen to its branch?", rv.Task)).
+				Description(desc).
+				Options(opts...).
+				Value(choice),
+		),
+		huh.NewGroup(discardConfirm(unmerged, uncommitted, sure)).
+			WithHideFunc(func() bool { return *choice != orchestrator.Discard || !mustConfirm }),
+	).WithKeyMap(formKeyMap()).WithShowHelp(true)
 }
 
-// newDiscardConfirm builds the second question before discarding work that
-// exists nowhere else.
-func newDiscardConfirm(commits int, uncommitted int, confirm *bool) *huh.Form {
-	*confirm = false
+func discardConfirm(commits, uncommitted int, confirm *bool) *huh.Confirm {
 	title := "Discard the task?"
 	switch {
 	case commits > 0 && uncommitted > 0:
@@ -79,9 +86,14 @@ func newDiscardConfirm(commits int, uncommitted int, confirm *bool) *huh.Form {
 	case uncommitted > 0:
 		title = fmt.Sprintf("Discard %d uncommitted file(s)? They exist nowhere else.", uncommitted)
 	}
-	return huh.NewForm(huh.NewGroup(
-		huh.NewConfirm().Title(title).Affirmative("Discard").Negative("Keep").Value(confirm),
-	)).WithKeyMap(formKeyMap())
+	return huh.NewConfirm().Title(title).Affirmative("Discard").Negative("Keep").Value(confirm)
+}
+
+// newDiscardConfirm builds the question `agent discard` asks before
+// discarding work that exists nowhere else.
+func newDiscardConfirm(commits int, uncommitted int, confirm *bool) *huh.Form {
+	*confirm = false
+	return huh.NewForm(huh.NewGroup(discardConfirm(commits, uncommitted, confirm))).WithKeyMap(formKeyMap())
 }
 
 // runForm runs a form on the given streams. Esc and Ctrl-C come back as
@@ -94,25 +106,19 @@ func runForm(f *huh.Form, in io.Reader, out io.Writer) error {
 	return err
 }
 
-// askDecision shows the approval form (and the discard confirmation when
-// needed). Backing out keeps the branch.
+// askDecision shows the approval form. Backing out (Esc, Ctrl-C), or
+// declining the confirmation of a discard, keeps the branch.
 func askDecision(ios *IOStreams, rv *orchestrator.Review, unmerged, uncommitted int) (orchestrator.Decision, error) {
 	var choice orchestrator.Decision
-	if err := runForm(newApprovalForm(rv, &choice), ios.In, ios.ErrOut); err != nil {
+	var sure bool
+	if err := runForm(newApprovalForm(rv, unmerged, uncommitted, &choice, &sure), ios.In, ios.ErrOut); err != nil {
 		if errors.Is(err, ErrCancelled) {
 			return orchestrator.Keep, nil
 		}
 		return "", err
 	}
-	if choice != orchestrator.Discard || (unmerged == 0 && uncommitted == 0) {
-		return choice, nil
-	}
-	var sure bool
-	if err := runForm(newDiscardConfirm(unmerged, uncommitted, &sure), ios.In, ios.ErrOut); err != nil && !errors.Is(err, ErrCancelled) {
-		return "", err
-	}
-	if !sure {
+	if choice == orchestrator.Discard && (unmerged > 0 || uncommitted > 0) && !sure {
 		return orchestrator.Keep, nil
 	}
-	return orchestrator.Discard, nil
+	return choice, nil
 }

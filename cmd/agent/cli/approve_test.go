@@ -1,0 +1,177 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/localagent/agent/orchestrator"
+	"github.com/localagent/agent/orchestrator/worktree"
+)
+
+// Keystrokes as a terminal sends them; they go through an io.Pipe into the
+// real huh form and bubbletea's real input parser.
+const (
+	keyUp    = "\x1b[A"
+	keyDown  = "\x1b[B"
+	keyLeft  = "\x1b[D"
+	keyEnter = "\r"
+	keyCtrlC = "\x03"
+	keyEsc   = "\x1b"
+)
+
+// typeKeys writes each key with a pause, so the event loop sees them one
+// by one (a lone ESC must not merge with the next key).
+func typeKeys(t *testing.T, w *io.PipeWriter, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		time.Sleep(40 * time.Millisecond)
+		if _, err := w.Write([]byte(k)); err != nil {
+			return // the form has finished reading
+		}
+	}
+}
+
+func sampleReview() *orchestrator.Review {
+	return &orchestrator.Review{
+		Task: "abc123", Branch: "agent/x-abc123", Base: "main", BaseBranch: "main", Unmerged: 1,
+		Commits: []worktree.Commit{{ID: "0123456789", Subject: "change"}},
+	}
+}
+
+func TestApprovalFormKeystrokes(t *testing.T) {
+	tests := []struct {
+		name string
+		keys []string
+		want orchestrator.Decision
+	}{
+		{"enter keeps (the default)", []string{keyEnter}, orchestrator.Keep},
+		{"up once squashes", []string{keyUp, keyEnter}, orchestrator.Squash},
+		{"up twice merges", []string{keyUp, keyUp, keyEnter}, orchestrator.Merge},
+		{"down discards", []string{keyDown, keyEnter}, orchestrator.Discard},
+		{"j/k move too", []string{"k", "k", "j", keyEnter}, orchestrator.Squash},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var choice orchestrator.Decision
+			var sure bool
+			f := newApprovalForm(sampleReview(), 0, 0, &choice, &sure)
+			r, w := io.Pipe()
+			done := make(chan error, 1)
+			go func() { done <- runForm(f.WithWidth(80), r, io.Discard) }()
+			typeKeys(t, w, tt.keys...)
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("form did not finish")
+			}
+			_ = w.Close()
+			if choice != tt.want {
+				t.Errorf("choice = %s, want %s", choice, tt.want)
+			}
+		})
+	}
+}
+
+func TestApprovalFormAbortKeeps(t *testing.T) {
+	for name, key := range map[string]string{"ctrl-c": keyCtrlC, "esc": keyEsc} {
+		t.Run(name, func(t *testing.T) {
+			r, w := io.Pipe()
+			ios := &IOStreams{In: r, Out: io.Discard, ErrOut: io.Discard, InTTY: true, OutTTY: true}
+			type res struct {
+				d   orchestrator.Decision
+				err error
+			}
+			done := make(chan res, 1)
+			go func() {
+				d, err := askDecision(ios, sampleReview(), 1, 0)
+				done <- res{d, err}
+			}()
+			// Move to discard first: aborting must still keep.
+			typeKeys(t, w, keyDown, key)
+			select {
+			case got := <-done:
+				if got.err != nil || got.d != orchestrator.Keep {
+					t.Errorf("got %s, %v; want keep", got.d, got.err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("form did not finish")
+			}
+			_ = w.Close()
+		})
+	}
+	// The raw form reports the abort as ErrCancelled.
+	var choice orchestrator.Decision
+	var sure bool
+	r, w := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- runForm(newApprovalForm(sampleReview(), 1, 0, &choice, &sure), r, io.Discard) }()
+	typeKeys(t, w, keyCtrlC)
+	if err := <-done; !errors.Is(err, ErrCancelled) {
+		t.Errorf("ctrl-c: %v, want ErrCancelled", err)
+	}
+	_ = w.Close()
+}
+
+func TestDiscardAsksAgain(t *testing.T) {
+	tests := []struct {
+		name                 string
+		unmerged, uncommited int
+		keys                 []string
+		want                 orchestrator.Decision
+	}{
+		{"unmerged, confirm declined by default", 2, 0, []string{keyDown, keyEnter, keyEnter}, orchestrator.Keep},
+		{"unmerged, confirmed", 2, 0, []string{keyDown, keyEnter, keyLeft, keyEnter}, orchestrator.Discard},
+		{"uncommitted, y confirms", 0, 3, []string{keyDown, keyEnter, "y", keyEnter}, orchestrator.Discard},
+		{"ctrl-c in the confirmation keeps", 1, 0, []string{keyDown, keyEnter, keyCtrlC}, orchestrator.Keep},
+		{"nothing to lose: no second question", 0, 0, []string{keyDown, keyEnter}, orchestrator.Discard},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, w := io.Pipe()
+			var out bytes.Buffer
+			ios := &IOStreams{In: r, Out: io.Discard, ErrOut: &out, InTTY: true, OutTTY: true}
+			rv := sampleReview()
+			rv.Unmerged = tt.unmerged
+			type res struct {
+				d   orchestrator.Decision
+				err error
+			}
+			done := make(chan res, 1)
+			go func() {
+				d, err := askDecision(ios, rv, tt.unmerged, tt.uncommited)
+				done <- res{d, err}
+			}()
+			typeKeys(t, w, tt.keys...)
+			select {
+			case got := <-done:
+				if got.err != nil || got.d != tt.want {
+					t.Errorf("got %s, %v; want %s", got.d, got.err, tt.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("form did not finish")
+			}
+			_ = w.Close()
+		})
+	}
+}
+
+func TestNoPromptWithoutTerminal(t *testing.T) {
+	ios, _, _, _ := TestStreams()
+	err := taskRun(t.Context(), &TaskOptions{IO: ios, Factory: NewFactory(ios), Prompt: "x", Approve: "ask"})
+	var ue *usageError
+	if !errors.As(err, &ue) {
+		t.Fatalf("got %v, want a usage error", err)
+	}
+	if want := "pass --approve merge|squash|keep|discard"; !bytes.Contains([]byte(err.Error()), []byte(want)) {
+		t.Errorf("error %q does not say %q", err, want)
+	}
+	if _, err := parseApprove("sometimes"); err == nil {
+		t.Error("bad --approve accepted")
+	}
+}

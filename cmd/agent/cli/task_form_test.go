@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/localagent/agent/sandbox"
+	"github.com/localagent/agent/sandbox/sandboxtest"
+)
+
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+}
+
+func gitOut(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestTaskFormDecides runs `agent task` in process with the demo's
+// scripted model, a real sandbox and the real approval form fed with
+// keystrokes through a pipe (the streams claim to be a terminal), and
+// checks that each choice does what it says to the repository.
+func TestTaskFormDecides(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	_ = e
+	t.Setenv(sandbox.ToolboxEnv, sandboxtest.Toolbox(t))
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("AGENT_STATE_DIR", filepath.Join(t.TempDir(), "state"))
+	t.Setenv("AGENT_SANDBOX_IMAGE", sandboxtest.BusyboxImage)
+	label := sandboxtest.TestLabel(t)
+	c := sandboxtest.Client(t)
+	t.Cleanup(func() {
+		for _, ct := range sandboxtest.Containers(t, c, label) {
+			sandboxtest.RemoveOnCleanup(t, c, ct.ID)
+		}
+	})
+	script := filepath.Join(moduleRoot(), "demo", "script.yaml")
+
+	tests := []struct {
+		name  string
+		keys  []string
+		check func(t *testing.T, repo, base string)
+	}{
+		{"merge", []string{keyUp, keyUp, keyEnter}, func(t *testing.T, repo, base string) {
+			if got := gitOut(t, repo, "rev-list", "--parents", "-n1", "main"); len(strings.Fields(got)) != 3 {
+				t.Errorf("main is not a merge commit: %s", got)
+			}
+			if b, _ := os.ReadFile(filepath.Join(repo, "greet.sh")); !bytes.Contains(b, []byte("${1:-world}")) {
+				t.Error("checkout not updated")
+			}
+		}},
+		{"squash", []string{keyUp, keyEnter}, func(t *testing.T, repo, base string) {
+			if got := gitOut(t, repo, "rev-list", "--parents", "-n1", "main"); len(strings.Fields(got)) != 2 || gitOut(t, repo, "rev-parse", "main~1") != base {
+				t.Errorf("main is not one squash commit on the base: %s", got)
+			}
+		}},
+		{"keep", []string{keyEnter}, func(t *testing.T, repo, base string) {
+			if gitOut(t, repo, "rev-parse", "main") != base {
+				t.Error("main moved")
+			}
+			if gitOut(t, repo, "branch", "--list", "agent/*") == "" {
+				t.Error("branch gone")
+			}
+		}},
+		{"ctrl-c keeps", []string{keyDown, keyCtrlC}, func(t *testing.T, repo, base string) {
+			if gitOut(t, repo, "rev-parse", "main") != base || gitOut(t, repo, "branch", "--list", "agent/*") == "" {
+				t.Error("ctrl-c did not keep the branch")
+			}
+		}},
+		{"discard, confirmed", []string{keyDown, keyEnter, "y", keyEnter}, func(t *testing.T, repo, base string) {
+			if gitOut(t, repo, "rev-parse", "main") != base || gitOut(t, repo, "branch", "--list", "agent/*") != "" {
+				t.Error("discard left the branch or moved main")
+			}
+		}},
+		{"discard, declined", []string{keyDown, keyEnter, keyEnter}, func(t *testing.T, repo, base string) {
+			if gitOut(t, repo, "branch", "--list", "agent/*") == "" {
+				t.Error("declined discard removed the branch")
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			repo := filepath.Join(t.TempDir(), "repo")
+			if out, err := exec.Command(filepath.Join(moduleRoot(), "demo", "setup.sh"), repo).CombinedOutput(); err != nil {
+				t.Fatalf("setup: %v\n%s", err, out)
+			}
+			base := gitOut(t, repo, "rev-parse", "HEAD")
+			r, w := io.Pipe()
+			var out, errOut bytes.Buffer
+			ios := &IOStreams{In: r, Out: &out, ErrOut: &errOut, InTTY: true, OutTTY: true}
+			f := NewFactory(ios)
+			defer f.Close()
+			done := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				done <- taskRun(ctx, &TaskOptions{IO: ios, Factory: f, Prompt: "Make greet.sh greet the name given",
+					Repo: repo, Approve: approveAsk, Labels: []string{sandbox.LabelTest + "=" + label},
+					Run: RunFlags{LLM: "script:" + script, LLMSet: true}})
+			}()
+			typeKeys(t, w, tt.keys...)
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errOut.String())
+				}
+			case <-time.After(2 * time.Minute):
+				t.Fatal("agent task did not finish")
+			}
+			_ = w.Close()
+			tt.check(t, repo, base)
+			if gitOut(t, repo, "status", "--porcelain") != "" {
+				t.Error("the user's checkout is dirty")
+			}
+		})
+	}
+}
