@@ -1,7 +1,6 @@
 package toolbox
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -502,7 +501,8 @@ func (g *grepper) file(ctx context.Context, path string) {
 
 // stream greps a file too big to hold, line by line.
 func (g *grepper) stream(ctx context.Context, f *os.File, name string) {
-	br := bufio.NewReaderSize(f, 2*sniffBytes)
+	br := getReader(f)
+	defer putReader(br)
 	if head, _ := br.Peek(sniffBytes); bytes.IndexByte(head, 0) >= 0 {
 		return // binary
 	}
