@@ -244,3 +244,17 @@ func TestUpReuseStatusDown(t *testing.T) {
 	}
 	it.assertNothingLeft()
 }
+
+// A server that does not become ready in time is removed, and the error
+// says which setting to raise.
+func TestUpStartTimeout(t *testing.T) {
+	it := newITest(t)
+	requireImage(t, it.cli, images.LlamaServer, "llama-server")
+	o := it.options(images.LlamaServer, "none")
+	o.StartTimeout = time.Millisecond
+	_, err := it.m.Up(context.Background(), o)
+	if err == nil || !strings.Contains(err.Error(), "did not become ready within 1ms") || !strings.Contains(err.Error(), "llm.start_timeout") {
+		t.Fatalf("Up with a 1 ms timeout: %v", err)
+	}
+	it.assertNothingLeft()
+}
