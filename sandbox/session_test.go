@@ -118,4 +118,10 @@ func TestExecStreamsAndPropagates(t *testing.T) {
 	if err != nil || res.ExitCode == 0 {
 		t.Errorf("missing program: %+v %v", res, err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := sb.Run(ctx, "sleep", "5"); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+		t.Errorf("cancelled exec: %v after %v", err, time.Since(start))
+	}
 }
