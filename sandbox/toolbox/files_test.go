@@ -559,3 +559,19 @@ func TestHandleRecoversFromABug(t *testing.T) {
 		t.Errorf("got %+v", r)
 	}
 }
+
+func TestGrepLargeFileIsStreamed(t *testing.T) {
+	s := newTestServer(t)
+	var b strings.Builder
+	line := strings.Repeat("filler ", 10) + "\n"
+	for b.Len() <= grepWholeFile {
+		b.WriteString(line)
+	}
+	n := strings.Count(b.String(), "\n")
+	b.WriteString("needle at the end\r\n")
+	writeTestFile(t, s.Root, "big.log", b.String())
+	r := call(t, s, ToolGrep, GrepArgs{Pattern: "needle.*end$"})
+	if want := fmt.Sprintf("big.log:%d:needle at the end\n", n+1); r.Output != want {
+		t.Errorf("got %q, want %q", r.Output, want)
+	}
+}
