@@ -102,7 +102,20 @@ func buildToolbox() (string, error) {
 	if err := os.Rename(tmp, out); err != nil {
 		return "", err
 	}
+	pruneToolboxes(dir, out)
 	return out, nil
+}
+
+// pruneToolboxes removes builds of older sources. A grace period leaves
+// alone the binary of a test run still in progress (its sandboxes
+// bind-mount the file).
+func pruneToolboxes(dir, keep string) {
+	old, _ := filepath.Glob(filepath.Join(dir, "agent-toolbox-*"))
+	for _, f := range old {
+		if fi, err := os.Stat(f); err == nil && f != keep && time.Since(fi.ModTime()) > 30*time.Minute {
+			_ = os.Remove(f)
+		}
+	}
 }
 
 // RequireDocker connects to the engine. Under -short it skips the test
