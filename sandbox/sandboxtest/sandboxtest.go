@@ -85,6 +85,9 @@ func buildToolbox() (string, error) {
 	dir := filepath.Join(cache, "agent-test")
 	out := filepath.Join(dir, "agent-toolbox-"+hex.EncodeToString(h.Sum(nil))[:16])
 	if _, err := os.Stat(out); err == nil {
+		// Touched so that pruning by other test runs sees it in use.
+		now := time.Now()
+		_ = os.Chtimes(out, now, now)
 		return out, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
