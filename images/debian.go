@@ -23,6 +23,8 @@ type debianImage struct {
 	// so a package that moved its files fails the build with a clear
 	// message instead of producing an image that cannot start.
 	mustExist []string
+	// dirs are created in the root (mode 0755), e.g. mount points.
+	dirs []string
 }
 
 const debianPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -32,6 +34,9 @@ func sandboxRecipe() recipe {
 		suite:     "bookworm",
 		packages:  []string{"git", "bash", "coreutils", "findutils", "grep", "ca-certificates", "procps"},
 		mustExist: []string{"usr/bin/git", "bin/bash"},
+		// The workspace's mount point, present in the image so the
+		// engine need not create it in the container layer.
+		dirs: []string{"workspace"},
 	}
 	return recipe{
 		preflight: debootstrapPreflight,
@@ -106,6 +111,11 @@ func (img debianImage) rootfs(ctx context.Context, b *build) (func(io.Writer) er
 	n, err := trimRootfs(root)
 	if err != nil {
 		return nil, "", cleanup, err
+	}
+	for _, d := range img.dirs {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return nil, "", cleanup, fmt.Errorf("creating /%s: %w", d, err)
+		}
 	}
 	for _, p := range img.mustExist {
 		if _, err := os.Lstat(filepath.Join(root, p)); err != nil {
