@@ -89,24 +89,29 @@ func TestRenderValidates(t *testing.T) {
 // The reference implementation (docker-compose v1 here) must accept the
 // file too, where it is installed.
 func TestDockerComposeConfigAccepts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the external docker-compose tool (about a second per file)")
+	}
 	tool, err := exec.LookPath("docker-compose")
 	if err != nil {
 		t.Skip("docker-compose is not installed")
 	}
 	for name, gpu := range gpuModes {
-		data, err := Render(stack(gpu))
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir := t.TempDir()
-		file := filepath.Join(dir, "compose.yaml")
-		if err := os.WriteFile(file, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		out, err := exec.Command(tool, "-f", file, "config", "-q").CombinedOutput()
-		if err != nil {
-			t.Errorf("%s: docker-compose config rejects the file: %v\n%s\n%s", name, err, out, data)
-		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			data, err := Render(stack(gpu))
+			if err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(t.TempDir(), "compose.yaml")
+			if err := os.WriteFile(file, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(tool, "-f", file, "config", "-q").CombinedOutput()
+			if err != nil {
+				t.Errorf("docker-compose config rejects the file: %v\n%s\n%s", err, out, data)
+			}
+		})
 	}
 }
 
