@@ -156,6 +156,7 @@ type Agent struct {
 	toolsTok  int // estimated tokens of the tools parameter
 	nextID    int // for call ids the server did not give
 	parser    *toolparse.Parser
+	lean      bool // small window: short tool definitions
 }
 
 // New checks opts, fills in defaults and opens the session transcript.
@@ -207,7 +208,10 @@ func New(opts Options) (*Agent, error) {
 	a.runner = newToolRunner(opts.Workspace, newArtifactStore(opts.ArtifactDir, prefix), opts.Spawner)
 	a.runner.hooks = opts.Hooks
 	a.runner.hookSink = a.hookEvent
-	a.toolsTok = estimateTools(a.runner.names())
+	names := a.runner.names()
+	cat := mustCatalog()
+	a.lean = estimateTools(cat.wire, names)+len(promptText)/charsPerToken > opts.ContextTokens*leanPct/100
+	a.toolsTok = estimateTools(a.toolDefs(), names)
 	a.parser = toolparse.New(a.runner.names()...)
 	return a, nil
 }

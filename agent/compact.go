@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -94,11 +95,10 @@ func estimateMessages(ms []llm.Message) int {
 	return n
 }
 
-func estimateTools(names []string) int {
-	cat := mustCatalog()
+func estimateTools(defs map[string]llm.Tool, names []string) int {
 	n := 0
 	for _, name := range names {
-		w := cat.wire[name]
+		w := defs[name]
 		n += len(w.Function.Name) + len(w.Function.Description) + len(w.Function.Parameters) + 32
 	}
 	return n / charsPerToken
@@ -120,21 +120,17 @@ func (a *Agent) fit(ctx context.Context, res *Result) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			a.emit(event.Event{Kind: event.Notice, Text: "checkpoint summary failed (" + err.Error() + "); compacting instead"})
-			if err := a.hardCompact(window * hardTargetPct / 100); err != nil {
-				return err
+			if !errors.Is(err, errNothingToSummarise) {
+				a.emit(event.Event{Kind: event.Notice, Text: "checkpoint summary failed (" + err.Error() + "); compacting instead"})
 			}
+			a.hardCompact(window*hardTargetPct/100, false)
 		}
 	case compactHard:
-		if err := a.hardCompact(window * hardTargetPct / 100); err != nil {
-			return err
-		}
+		a.hardCompact(window*hardTargetPct/100, false)
 	}
 	used = a.tokens.estimate(a.history, a.extraTokens())
 	if used+a.minReply() > window {
-		if err := a.hardCompact(window - a.minReply()); err != nil {
-			return err
-		}
+		a.hardCompact(window-a.minReply(), true)
 		used = a.tokens.estimate(a.history, a.extraTokens())
 		if used+a.minReply() > window {
 			return fmt.Errorf("%w: about %d tokens are needed but the window is %d. "+
@@ -181,50 +177,37 @@ func tailStart(h []llm.Message, from, budget int) int {
 	return start
 }
 
-// hardCompact shrinks the context towards target tokens without the model:
-// old tool outputs are cut to a head and tail, then the oldest turns after
-// the first user message are dropped (whole turns, so tool calls keep their
-// results), with a note saying so.
-func (a *Agent) hardCompact(target int) error {
+// hardCompact shrinks the context towards target tokens without the model,
+// in steps from the least to the most lossy: outputs and call arguments of
+// older turns are cut to a head and tail, then the oldest turns after the
+// first user message are dropped (whole turns, so calls keep their results)
+// with a note saying so. The newest turn holds results the model has not
+// seen yet: only when mustFit (the request could not be sent otherwise) are
+// they, and the first user message, cut too.
+func (a *Agent) hardCompact(target int, mustFit bool) {
 	h := a.history
 	from := a.head()
 	a.tokens.reset()
-	before := estimateMessages(h) + a.extraTokens()
-	// 1. Cut old tool outputs, then the recent ones too if needed.
-	keep := tailStart(h, from, a.opts.ContextTokens*tailPct/100)
-	for _, limit := range []int{oldToolOutput, 256} {
-		for i := from; i < len(h); i++ {
-			if i >= keep && limit == oldToolOutput {
-				break
-			}
-			switch m := &h[i]; m.Role {
-			case llm.RoleTool:
-				if len(m.Content) > limit {
-					m.Content = shorten(m.Content, limit, "old output cut to save context")
-				}
-			case llm.RoleAssistant:
-				// A write_file of a big file keeps the whole file in the
-				// call's arguments; the file is in the workspace anyway.
-				if len(m.ToolCalls) > 0 {
-					calls := make([]llm.ToolCall, len(m.ToolCalls))
-					copy(calls, m.ToolCalls)
-					for j := range calls {
-						calls[j].Function.Arguments = shrinkArgs(calls[j].Function.Arguments, limit)
-					}
-					m.ToolCalls = calls
-				}
-			}
-		}
-		if estimateMessages(h)+a.extraTokens() <= target {
-			a.history = h
-			a.noteCompaction("hard", before, estimateMessages(h)+a.extraTokens())
-			return nil
-		}
-	}
-	// 2. Drop the oldest whole turns until it fits; keep at least the last turn.
-	drop := from
-	over := estimateMessages(h) + a.extraTokens() - target
+	size := func() int { return estimateMessages(h) + a.extraTokens() }
+	before := size()
+	defer func() {
+		a.history = h
+		a.noteCompaction("hard", before, size())
+	}()
 	last := tailStart(h, from, 0)
+	keep := tailStart(h, from, a.opts.ContextTokens*tailPct/100)
+	// 1. Older outputs, then everything the model has already seen.
+	cutOutputs(h, from, keep, oldToolOutput)
+	if size() <= target {
+		return
+	}
+	cutOutputs(h, from, last, oldToolOutput)
+	if size() <= target {
+		return
+	}
+	// 2. Drop the oldest whole turns before the newest one.
+	drop := from
+	over := size() - target
 	for drop < last && over > 0 {
 		over -= estimateMessage(h[drop])
 		drop++
@@ -241,18 +224,57 @@ func (a *Agent) hardCompact(target int) error {
 		nh = append(nh, h[:from]...)
 		nh = append(nh, note)
 		nh = append(nh, h[drop:]...)
+		last -= drop - from - 1
 		h = nh
 	}
-	// 3. The first user message itself may be huge (a pasted log).
-	if estimateMessages(h)+a.extraTokens() > target && from > 1 {
-		room := (target - (estimateMessages(h) - estimateMessage(h[from-1])) - a.extraTokens()) * charsPerToken
+	if size() <= target || !mustFit {
+		return
+	}
+	// 3. The newest results, to the room that is left (at least 256 bytes
+	// each, so the model still sees how they start and end).
+	var n, newest int
+	for i := last; i < len(h); i++ {
+		if h[i].Role == llm.RoleTool {
+			n++
+			newest += estimateMessage(h[i])
+		}
+	}
+	if n > 0 {
+		// 96 bytes each for the note that says what was cut.
+		room := (target-(size()-newest))*charsPerToken/n - 96
+		cutOutputs(h, last, len(h), max(256, room))
+	}
+	// 4. The first user message itself may be huge (a pasted log).
+	if size() > target && from > 1 {
+		room := (target - (size() - estimateMessage(h[from-1]))) * charsPerToken
 		if room > 512 {
 			h[from-1].Content = shorten(h[from-1].Content, room, "message cut to fit the context window")
 		}
 	}
-	a.history = h
-	a.noteCompaction("hard", before, estimateMessages(h)+a.extraTokens())
-	return nil
+}
+
+// cutOutputs cuts tool outputs and call arguments in h[from:to] to about
+// limit bytes each.
+func cutOutputs(h []llm.Message, from, to, limit int) {
+	for i := from; i < to && i < len(h); i++ {
+		switch m := &h[i]; m.Role {
+		case llm.RoleTool:
+			if len(m.Content) > limit {
+				m.Content = shorten(m.Content, limit, "output cut to save context")
+			}
+		case llm.RoleAssistant:
+			// A write_file of a big file keeps the whole file in the call's
+			// arguments; the file is in the workspace anyway.
+			if len(m.ToolCalls) > 0 {
+				calls := make([]llm.ToolCall, len(m.ToolCalls))
+				copy(calls, m.ToolCalls)
+				for j := range calls {
+					calls[j].Function.Arguments = shrinkArgs(calls[j].Function.Arguments, limit)
+				}
+				m.ToolCalls = calls
+			}
+		}
+	}
 }
 
 // shrinkArgs cuts long string values in a call's JSON arguments and keeps
@@ -283,6 +305,9 @@ func shrinkArgs(args string, limit int) string {
 }
 
 func (a *Agent) noteCompaction(kind string, before, after int) {
+	if after >= before {
+		return // nothing could be cut
+	}
 	a.emit(event.Event{Kind: event.Notice, Text: fmt.Sprintf("context compacted (%s): about %d -> %d tokens of %d",
 		kind, before, after, a.opts.ContextTokens)})
 }
@@ -295,6 +320,10 @@ const checkpointRequest = "Summarise the conversation above for the agent that c
 	"## Goal\n## Done so far (files changed, commands run and their results)\n## Current state\n" +
 	"## Next steps\n## Important facts (paths, names, errors, decisions)\n"
 
+// errNothingToSummarise: the recent turns the checkpoint keeps verbatim are
+// all there is after the first message.
+var errNothingToSummarise = errors.New("nothing old enough to summarise")
+
 // checkpoint asks the model for a structured summary of the older turns
 // and puts it in their place, keeping the system prompt, the first user
 // message and the recent turns verbatim.
@@ -304,7 +333,7 @@ func (a *Agent) checkpoint(ctx context.Context, res *Result) error {
 	window := a.opts.ContextTokens
 	keep := tailStart(h, from, window*tailPct/100)
 	if keep <= from+1 {
-		return fmt.Errorf("nothing old enough to summarise")
+		return errNothingToSummarise
 	}
 	// The summary request carries the old turns as text, tool outputs cut,
 	// within 55% of the window, leaving room for the summary itself.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/localagent/agent/agent/llm"
@@ -89,9 +90,7 @@ func pairsIntact(t *testing.T, h []llm.Message) {
 func TestHardCompaction(t *testing.T) {
 	a := newTestAgent(t, &fakeClient{}, newMemWorkspace(nil), func(o *Options) { o.ContextTokens = 4000 })
 	a.history = conversation(20, 2000) // ~10k tokens
-	if err := a.hardCompact(2000); err != nil {
-		t.Fatal(err)
-	}
+	a.hardCompact(2000, false)
 	h := a.history
 	if h[0].Role != llm.RoleSystem || h[1].Content != "the task" {
 		t.Fatalf("head not kept: %+v", h[:2])
@@ -112,9 +111,7 @@ func TestHardCompaction(t *testing.T) {
 func TestHardCompactionCutsOldOutputsFirst(t *testing.T) {
 	a := newTestAgent(t, &fakeClient{}, newMemWorkspace(nil), func(o *Options) { o.ContextTokens = 8000 })
 	a.history = conversation(4, 8000) // ~8k tokens, few turns
-	if err := a.hardCompact(4000); err != nil {
-		t.Fatal(err)
-	}
+	a.hardCompact(4500, false)
 	if len(a.history) != 10 { // nothing dropped
 		t.Fatalf("%d messages left", len(a.history))
 	}
@@ -222,5 +219,75 @@ func TestShrinkArgsKeepsValidJSON(t *testing.T) {
 	}
 	if shrinkArgs(`{"path":"x"}`, 256) != `{"path":"x"}` {
 		t.Fatal("short arguments changed")
+	}
+}
+
+// A long run in small windows: every request must fit and keep tool calls
+// paired with their results, through checkpoints and hard cuts; the newest
+// results reach the model whole when the window can hold them.
+func TestLongRunStaysInsideTheWindow(t *testing.T) {
+	for _, tt := range []struct {
+		window        int
+		wantSummaries bool
+		newestWhole   bool
+	}{
+		{2048, false, false}, // a llama-server slot of -c 4096 -np 2
+		{4096, false, true}, // summaries or not: either is fine
+		{8192, true, true},
+	} {
+		t.Run(fmt.Sprint(tt.window), func(t *testing.T) {
+			output := strings.Repeat("some file content\n", 150) // ~2.7 KB
+			ws := newMemWorkspace(nil)
+			ws.hook = func(_ string, args json.RawMessage) (ToolResult, error, bool) {
+				if !strings.Contains(string(args), `"f`) {
+					return ToolResult{}, nil, false // AGENTS.md and friends: absent
+				}
+				return ToolResult{Output: output}, nil, true
+			}
+			var (
+				mu        sync.Mutex
+				n         int
+				summaries int
+				sent      [][]llm.Message
+			)
+			client := &fakeClient{}
+			for range 200 {
+				client.replies = append(client.replies, func(_ context.Context, req llm.Request, _ func(llm.Delta)) (llm.Response, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					if req.Messages[0].Content == checkpointSystem {
+						summaries++
+						return llm.Response{Message: llm.Message{Content: "## Goal\nread files\n## Done so far\nread some"}}, nil
+					}
+					sent = append(sent, req.Messages)
+					n++
+					if n > 30 {
+						return llm.Response{Message: llm.Message{Content: "all read"}}, nil
+					}
+					return llm.Response{Message: llm.Message{ToolCalls: []llm.ToolCall{{ID: fmt.Sprint("c", n), Type: "function",
+						Function: llm.FunctionCall{Name: "read_file", Arguments: fmt.Sprintf(`{"path":"f%d"}`, n)}}}}}, nil
+				})
+			}
+			a := newTestAgent(t, client, ws, func(o *Options) { o.ContextTokens = tt.window; o.MaxIterations = 100 })
+			res, err := a.Run(t.Context(), "read thirty files")
+			if err != nil || res.Text != "all read" {
+				t.Fatalf("res = %+v, err = %v", res, err)
+			}
+			if tt.wantSummaries && summaries == 0 {
+				t.Errorf("%d checkpoint summaries", summaries)
+			}
+			for i, msgs := range sent {
+				if est := estimateMessages(msgs) + a.toolsTok; est+a.minReply() > tt.window {
+					t.Fatalf("request %d: about %d tokens in a %d window", i, est, tt.window)
+				}
+				if msgs[1].Role != llm.RoleUser || !strings.Contains(msgs[1].Content, "read thirty files") {
+					t.Fatalf("request %d lost the task: %+v", i, msgs[1])
+				}
+				if last := msgs[len(msgs)-1]; i > 0 && tt.newestWhole && last.Content != output {
+					t.Fatalf("request %d: the newest result was cut to %d bytes", i, len(last.Content))
+				}
+				pairsIntact(t, msgs)
+			}
+		})
 	}
 }

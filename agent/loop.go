@@ -335,9 +335,7 @@ func (a *Agent) reply(ctx context.Context, res *Result) (llm.Message, error) {
 				// Our estimate was too low for this model's tokenizer: cut
 				// harder and try once more.
 				a.tokens.reset()
-				if cerr := a.hardCompact(a.opts.ContextTokens * 40 / 100); cerr != nil {
-					return llm.Message{}, cerr
-				}
+				a.hardCompact(a.opts.ContextTokens*40/100, true)
 				continue
 			}
 			return llm.Message{}, err
@@ -435,9 +433,9 @@ func (a *Agent) continuation(ctx context.Context, req llm.Request, partial llm.M
 func (a *Agent) request() llm.Request {
 	req := llm.Request{Model: a.opts.Model, Messages: wireMessages(a.history, a.mode)}
 	if a.mode == ToolModeNative {
-		cat := mustCatalog()
+		defs := a.toolDefs()
 		for _, n := range a.runner.names() {
-			req.Tools = append(req.Tools, cat.wire[n])
+			req.Tools = append(req.Tools, defs[n])
 		}
 	}
 	used := a.tokens.estimate(a.history, a.extraTokens())

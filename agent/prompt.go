@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/localagent/agent/agent/llm"
 )
 
 //go:embed prompt.tmpl
@@ -78,6 +80,19 @@ func stripLineNumbers(s string) string {
 	return strings.TrimSpace(strings.Join(lines, "\n"))
 }
 
+// leanPct: when the full tool definitions and the base prompt would take
+// more than this share of the window, the lean definitions are used (a
+// 2048-token llama-server slot could otherwise hold little else).
+const leanPct = 30
+
+// toolDefs are the tool definitions this agent sends.
+func (a *Agent) toolDefs() map[string]llm.Tool {
+	if a.lean {
+		return mustCatalog().lean
+	}
+	return mustCatalog().wire
+}
+
 // systemPrompt renders the system prompt for the current mode.
 func (a *Agent) systemPrompt() string {
 	cat := mustCatalog()
@@ -89,11 +104,11 @@ func (a *Agent) systemPrompt() string {
 		Instructions:     a.projInstr,
 		InstructionsFile: a.projFile,
 	}
+	defs := a.toolDefs()
 	for _, n := range a.runner.names() {
-		s := cat.specs[n]
 		d.Tools = append(d.Tools, promptTool{
-			Name: n, OneLine: s.oneLine, Description: s.description,
-			Schema: string(cat.wire[n].Function.Parameters),
+			Name: n, OneLine: cat.specs[n].oneLine, Description: defs[n].Function.Description,
+			Schema: string(defs[n].Function.Parameters),
 		})
 	}
 	var b bytes.Buffer

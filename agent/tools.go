@@ -201,6 +201,9 @@ type toolCatalog struct {
 	specs   map[string]*toolSpec
 	schemas map[string]*jsonschema.Schema
 	wire    map[string]llm.Tool
+	// lean are the same tools with one-line descriptions and no property
+	// descriptions, for context windows too small for the full ones.
+	lean map[string]llm.Tool
 }
 
 var catalog = sync.OnceValues(func() (*toolCatalog, error) {
@@ -208,6 +211,7 @@ var catalog = sync.OnceValues(func() (*toolCatalog, error) {
 		specs:   map[string]*toolSpec{},
 		schemas: map[string]*jsonschema.Schema{},
 		wire:    map[string]llm.Tool{},
+		lean:    map[string]llm.Tool{},
 	}
 	comp := jsonschema.NewCompiler()
 	for i := range toolSpecs {
@@ -233,9 +237,41 @@ var catalog = sync.OnceValues(func() (*toolCatalog, error) {
 		c.wire[s.name] = llm.Tool{Type: "function", Function: llm.FunctionDef{
 			Name: s.name, Description: s.description, Parameters: json.RawMessage(compact.Bytes()),
 		}}
+		lean, err := json.Marshal(stripDescriptions(doc))
+		if err != nil {
+			return nil, fmt.Errorf("tool %s: schema: %w", s.name, err)
+		}
+		c.lean[s.name] = llm.Tool{Type: "function", Function: llm.FunctionDef{
+			Name: s.name, Description: s.oneLine, Parameters: lean,
+		}}
 	}
 	return c, nil
 })
+
+// stripDescriptions returns a copy of a decoded schema without
+// "description" keywords.
+func stripDescriptions(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, val := range t {
+			if k == "description" {
+				if _, isStr := val.(string); isStr {
+					continue
+				}
+			}
+			out[k] = stripDescriptions(val)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, val := range t {
+			out[i] = stripDescriptions(val)
+		}
+		return out
+	}
+	return v
+}
 
 // mustCatalog returns the catalog; the schemas are constants of this
 // package, so a failure is a programming error caught by every test.
