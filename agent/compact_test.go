@@ -232,7 +232,7 @@ func TestLongRunStaysInsideTheWindow(t *testing.T) {
 		newestWhole   bool
 	}{
 		{2048, false, false}, // a llama-server slot of -c 4096 -np 2
-		{4096, false, true}, // summaries or not: either is fine
+		{4096, false, true},  // summaries or not: either is fine
 		{8192, true, true},
 	} {
 		t.Run(fmt.Sprint(tt.window), func(t *testing.T) {
