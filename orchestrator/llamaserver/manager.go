@@ -18,6 +18,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/versions"
+	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/localagent/agent/agent/event"
@@ -130,7 +131,7 @@ func (m *Manager) Up(ctx context.Context, o Options) (*Result, error) {
 		}
 	case cerrdefs.IsNotFound(err):
 	default:
-		return nil, fmt.Errorf("inspecting %s: %w", name, err)
+		return nil, m.engineError("inspecting "+name, err)
 	}
 
 	if m.local() {
@@ -145,7 +146,7 @@ func (m *Manager) Up(ctx context.Context, o Options) (*Result, error) {
 		if cerrdefs.IsConflict(err) {
 			return nil, fmt.Errorf("another `agent llm up` is creating %s right now: wait for it, then run `agent llm status`: %w", name, err)
 		}
-		return nil, fmt.Errorf("creating %s: %w", name, err)
+		return nil, m.engineError("creating "+name, err)
 	}
 	started := time.Now()
 	m.emit(event.Progress, fmt.Sprintf("starting %s (%s, %s, gpus %s)", name, filepath.Base(o.Model), o.Image, o.GPUs))
@@ -257,7 +258,7 @@ func (m *Manager) Down(ctx context.Context, instance string) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("inspecting %s: %w", name, err)
+		return false, m.engineError("inspecting "+name, err)
 	}
 	if insp.Config == nil || insp.Config.Labels[LabelKind] != KindLLM {
 		return false, fmt.Errorf("the container named %s was not created by agent; not removing it", name)
@@ -281,7 +282,7 @@ func (m *Manager) Logs(ctx context.Context, instance string, o LogsOptions, stdo
 		return fmt.Errorf("no llama-server is running (no container %s): start one with `agent llm up --model FILE`", name)
 	}
 	if err != nil {
-		return fmt.Errorf("reading the log of %s: %w", name, err)
+		return m.engineError("reading the log of "+name, err)
 	}
 	defer rc.Close()
 	if _, err := stdcopy.StdCopy(stdout, stderr, rc); err != nil && ctx.Err() == nil {
@@ -330,6 +331,15 @@ func (m *Manager) CDIAvailable(ctx context.Context) bool {
 	return false
 }
 
+// engineError adds what was being done to an engine error and, when the
+// engine cannot be reached at all, says how to fix that.
+func (m *Manager) engineError(what string, err error) error {
+	if client.IsErrConnectionFailed(err) {
+		return fmt.Errorf("%s: cannot reach the Docker engine at %s: start it (`sudo systemctl start docker`) or set DOCKER_HOST: %w", what, m.eng.DaemonHost(), err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
 // local reports whether the engine runs on this machine, so that host
 // checks (ports, device nodes) describe what the container will see.
 func (m *Manager) local() bool {
@@ -343,7 +353,7 @@ func (m *Manager) imageFacts(ctx context.Context, ref string) (ImageFacts, error
 		return ImageFacts{}, fmt.Errorf("image %s is not present: build it with `agent images build llama-server`, or load a GPU build with `agent images load -i FILE` and pass it with --image (images are never pulled)", ref)
 	}
 	if err != nil {
-		return ImageFacts{}, fmt.Errorf("inspecting image %s: %w", ref, err)
+		return ImageFacts{}, m.engineError("inspecting image "+ref, err)
 	}
 	f := ImageFacts{ID: ii.ID}
 	if ii.Config != nil && len(ii.Config.Entrypoint) > 0 {

@@ -75,7 +75,7 @@ func (m *Manager) Status(ctx context.Context, instance string) (*Status, error) 
 		return s, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("inspecting %s: %w", name, err)
+		return nil, m.engineError("inspecting "+name, err)
 	}
 	s.ID = insp.ID
 	if insp.Config != nil {
