@@ -51,8 +51,8 @@ type Options struct {
 	// ContextTokens is the per-slot context window (llama-server's n_ctx);
 	// default 8192. Compaction thresholds are fractions of it.
 	ContextTokens int
-	// MaxReplyTokens is the max_tokens of each request and the room kept
-	// free for the reply; default min(4096, ContextTokens/4).
+	// MaxReplyTokens caps max_tokens of each request (which is also never
+	// more than the window has left); default half of ContextTokens.
 	MaxReplyTokens int
 	// MaxReplyBytes stops a reply that streams on and on (a looping model,
 	// a broken server); default 1 MiB.
@@ -157,6 +157,8 @@ type Agent struct {
 	nextID    int // for call ids the server did not give
 	parser    *toolparse.Parser
 	lean      bool // small window: short tool definitions
+
+	lastMaxTokens int // max_tokens of the last request, for the cut-off hint
 }
 
 // New checks opts, fills in defaults and opens the session transcript.
@@ -175,7 +177,9 @@ func New(opts Options) (*Agent, error) {
 		opts.ContextTokens = 8192
 	}
 	if opts.MaxReplyTokens <= 0 {
-		opts.MaxReplyTokens = min(4096, opts.ContextTokens/4)
+		// Half the window: room to write a whole file in one call, while
+		// a model that rambles still stops long before the window is full.
+		opts.MaxReplyTokens = max(1024, opts.ContextTokens/2)
 	}
 	if opts.MaxReplyBytes <= 0 {
 		opts.MaxReplyBytes = 1 << 20

@@ -28,6 +28,9 @@ const (
 		"reply with your final summary."
 	continuePrompt = "Your reply was cut off inside a tool call. Continue exactly where it stopped, " +
 		"without repeating what you already wrote."
+	cutPrompt = "Your last reply reached the output limit (%d tokens) and was cut off, so a tool call in it may be " +
+		"incomplete. Keep replies shorter: write a large file in parts (write_file with the start, then edit_file " +
+		"or more calls to add the rest)."
 	redirectPrompt = "The call %s has now failed 3 times with the same arguments. Do not send it again. " +
 		"Read the error message, check your assumptions (does the file exist? is the text exactly as in the file?), " +
 		"and try a different approach."
@@ -143,7 +146,7 @@ func (a *Agent) run(ctx context.Context, prompt string, res *Result) error {
 			return nil
 		}
 		res.Iterations++
-		msg, err := a.reply(ctx, res)
+		msg, cut, err := a.reply(ctx, res)
 		if err != nil {
 			return err
 		}
@@ -211,6 +214,11 @@ func (a *Agent) run(ctx context.Context, prompt string, res *Result) error {
 		failed := make([]bool, len(results))
 		for i, r := range results {
 			failed[i] = r.IsError
+		}
+		if cut {
+			if err := a.record(llm.Message{Role: llm.RoleUser, Content: fmt.Sprintf(cutPrompt, a.lastMaxTokens)}); err != nil {
+				return err
+			}
 		}
 		v := guard.after(sigs, failed)
 		switch {
@@ -319,10 +327,13 @@ func firstLine(s string, n int) string {
 // reply gets the model's next message: it fits the context, streams the
 // request in the current tool mode, downgrades to text mode when native
 // tool calls do not work, and asks for the rest of a cut-off text call.
-func (a *Agent) reply(ctx context.Context, res *Result) (llm.Message, error) {
+//
+// cut reports a reply that stopped at the output limit (finish_reason
+// "length") rather than by itself.
+func (a *Agent) reply(ctx context.Context, res *Result) (msg llm.Message, cut bool, err error) {
 	for attempt := 0; ; attempt++ {
 		if err := a.fit(ctx, res); err != nil {
-			return llm.Message{}, err
+			return llm.Message{}, false, err
 		}
 		req := a.request()
 		resp, err := a.stream(ctx, req, res)
@@ -338,9 +349,9 @@ func (a *Agent) reply(ctx context.Context, res *Result) (llm.Message, error) {
 				a.hardCompact(a.opts.ContextTokens*40/100, true)
 				continue
 			}
-			return llm.Message{}, err
+			return llm.Message{}, false, err
 		}
-		msg := resp.Message
+		msg = resp.Message
 		msg.Role = llm.RoleAssistant
 		if a.mode == ToolModeNative {
 			if a.canDowngrade() && a.nativeCallsBroken(msg.ToolCalls) {
@@ -360,7 +371,7 @@ func (a *Agent) reply(ctx context.Context, res *Result) (llm.Message, error) {
 			if cut {
 				more, err := a.continuation(ctx, req, msg, res)
 				if err != nil {
-					return llm.Message{}, err
+					return llm.Message{}, false, err
 				}
 				msg.Content += more
 				calls, _ = a.parseText(msg.Content)
@@ -379,7 +390,7 @@ func (a *Agent) reply(ctx context.Context, res *Result) (llm.Message, error) {
 			}
 			seen[c.ID] = true
 		}
-		return msg, nil
+		return msg, resp.FinishReason == "length", nil
 	}
 }
 
@@ -440,6 +451,7 @@ func (a *Agent) request() llm.Request {
 	}
 	used := a.tokens.estimate(a.history, a.extraTokens())
 	req.MaxTokens = max(a.minReply(), min(a.opts.MaxReplyTokens, a.opts.ContextTokens-used))
+	a.lastMaxTokens = req.MaxTokens
 	return req
 }
 

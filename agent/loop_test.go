@@ -445,3 +445,23 @@ func TestManyCallsAndDuplicateIDs(t *testing.T) {
 	}
 	pairsIntact(t, msgs)
 }
+
+func TestCutOffNativeCallGetsAHint(t *testing.T) {
+	cutReply := func(context.Context, llm.Request, func(llm.Delta)) (llm.Response, error) {
+		return llm.Response{FinishReason: "length", Message: llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{
+			ID: "c1", Type: "function", Function: llm.FunctionCall{Name: "write_file", Arguments: `{"path":"big.go","content":"package main\n\nfunc`}}}}}, nil
+	}
+	c := &fakeClient{replies: []replyFn{cutReply, text("ok")}}
+	a := newTestAgent(t, c, newMemWorkspace(nil), func(o *Options) { o.ContextTokens = 16384 })
+	if _, err := a.Run(t.Context(), "write it"); err != nil {
+		t.Fatal(err)
+	}
+	req := c.requests()[1]
+	if req.MaxTokens > 8192 || c.requests()[0].MaxTokens < 4096 {
+		t.Errorf("max_tokens = %d then %d", c.requests()[0].MaxTokens, req.MaxTokens)
+	}
+	msgs := req.Messages
+	if !strings.Contains(msgs[len(msgs)-2].Content, "not valid JSON") || !strings.Contains(lastOf(req).Content, "output limit") {
+		t.Fatalf("last messages = %+v", msgs[len(msgs)-2:])
+	}
+}
