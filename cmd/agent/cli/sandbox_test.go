@@ -176,3 +176,42 @@ func TestSandboxBadInput(t *testing.T) {
 		t.Errorf("rm of a stopped sandbox: %+v", r)
 	}
 }
+
+// Flag and argument parsing, without the engine.
+func TestSandboxArgs(t *testing.T) {
+	ios, _, _, _ := cli.TestStreams()
+	f := cli.NewFactory(ios)
+
+	var ex *cli.SandboxExecOptions
+	cmd := cli.NewCmdSandboxExec(f, func(_ context.Context, o *cli.SandboxExecOptions) error { ex = o; return nil })
+	cmd.SetArgs([]string{"--user", "7", "abc", "--", "ls", "-la", "--color"})
+	if err := cmd.Execute(); err != nil || ex.ID != "abc" || ex.User != "7" || strings.Join(ex.Cmd, " ") != "ls -la --color" {
+		t.Errorf("exec parse: %+v %v", ex, err)
+	}
+
+	var to *cli.SandboxToolOptions
+	cmd = cli.NewCmdSandboxTool(f, func(_ context.Context, o *cli.SandboxToolOptions) error { to = o; return nil })
+	cmd.SetArgs([]string{"abc", "list_dir"})
+	if err := cmd.Execute(); err != nil || to.Tool != "list_dir" || string(to.Args) != "{}" {
+		t.Errorf("tool parse: %+v %v", to, err)
+	}
+
+	var cr *cli.SandboxCreateOptions
+	cmd = cli.NewCmdSandboxCreate(f, func(_ context.Context, o *cli.SandboxCreateOptions) error { cr = o; return nil })
+	cmd.SetArgs([]string{"-w", "/some/dir", "--label", "a=b", "--json"})
+	if err := cmd.Execute(); err != nil || cr.Workspace != "/some/dir" || !cr.JSON || len(cr.Labels) != 1 {
+		t.Errorf("create parse: %+v %v", cr, err)
+	}
+
+	// Usage errors exit 2 through Main.
+	for _, args := range [][]string{
+		{"sandbox", "tool", "abc"},
+		{"sandbox", "rm"},
+		{"sandbox", "ls", "extra"},
+		{"sandbox", "create", "--nope"},
+	} {
+		if r := agentCLI(t, "", args...); r.code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, r.code, r.errOut)
+		}
+	}
+}
