@@ -471,6 +471,18 @@ func (a *Agent) stream(ctx context.Context, req llm.Request, res *Result) (llm.R
 	var n atomic.Int64
 	var tooLong atomic.Bool
 	limit := int64(a.opts.MaxReplyBytes)
+	var (
+		mu    sync.Mutex // onDelta is called from the client's goroutine
+		split thinkSplitter
+	)
+	emitText := func(vis, think string) {
+		if think != "" {
+			a.emit(event.Event{Kind: event.ThinkingDelta, Text: think})
+		}
+		if vis != "" {
+			a.emit(event.Event{Kind: event.TextDelta, Text: vis})
+		}
+	}
 	onDelta := func(d llm.Delta) {
 		if n.Add(int64(len(d.Text))) > limit {
 			if !tooLong.Swap(true) {
@@ -480,12 +492,18 @@ func (a *Agent) stream(ctx context.Context, req llm.Request, res *Result) (llm.R
 		}
 		switch d.Kind {
 		case llm.DeltaText:
-			a.emit(event.Event{Kind: event.TextDelta, Text: d.Text})
+			mu.Lock()
+			vis, think := split.feed(d.Text)
+			mu.Unlock()
+			emitText(vis, think)
 		case llm.DeltaReasoning:
 			a.emit(event.Event{Kind: event.ThinkingDelta, Text: d.Text})
 		}
 	}
 	resp, err := a.opts.Client.Stream(sctx, req, onDelta)
+	mu.Lock()
+	emitText(split.flush())
+	mu.Unlock()
 	if tooLong.Load() {
 		return llm.Response{}, fmt.Errorf("%w: it streamed more than %d bytes; stopped it. The model may be looping: "+
 			"try another model or a lower temperature", ErrReplyTooLong, limit)
