@@ -22,7 +22,6 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/localagent/agent/agent/event"
-	"github.com/localagent/agent/agent/llm"
 )
 
 // Manager starts, inspects and removes managed llama-server containers.
@@ -171,10 +170,6 @@ func (m *Manager) Up(ctx context.Context, o Options) (*Result, error) {
 // would loop), when StartTimeout passes, or when ctx ends; if removeOnFail
 // is set the container is then removed.
 func (m *Manager) waitReady(ctx context.Context, o Options, id string, restarts int, removeOnFail bool) error {
-	c, err := llm.NewHTTP(llm.Options{BaseURL: URL(o.Port), MaxRetries: -1})
-	if err != nil {
-		return err
-	}
 	start := time.Now()
 	deadline := time.NewTimer(o.StartTimeout)
 	defer deadline.Stop()
@@ -204,7 +199,7 @@ func (m *Manager) waitReady(ctx context.Context, o Options, id string, restarts 
 			return fail(what, nil)
 		}
 		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		h, herr := c.Health(hctx)
+		h, herr := probeHealth(hctx, URL(o.Port))
 		cancel()
 		if herr == nil && h.Ready {
 			m.emit(event.Progress, fmt.Sprintf("llama-server is ready (%s)", time.Since(start).Round(10*time.Millisecond)))

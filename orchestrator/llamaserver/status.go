@@ -112,13 +112,9 @@ func (m *Manager) Status(ctx context.Context, instance string) (*Status, error) 
 		s.Health = "no port label on the container"
 		return s, nil
 	}
-	c, err := llm.NewHTTP(llm.Options{BaseURL: s.URL, MaxRetries: -1})
-	if err != nil {
-		return nil, err
-	}
 	hctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	h, err := c.Health(hctx)
+	h, err := probeHealth(hctx, s.URL)
 	switch {
 	case err != nil:
 		s.State, s.Health = StateStarting, err.Error()
@@ -131,6 +127,10 @@ func (m *Manager) Status(ctx context.Context, instance string) (*Status, error) 
 		return s, nil
 	}
 	s.State, s.Health = StateReady, h.Message
+	c, err := llm.NewHTTP(llm.Options{BaseURL: s.URL, MaxRetries: -1})
+	if err != nil {
+		return nil, err
+	}
 	if p, err := c.Props(hctx); err == nil {
 		s.TotalSlots, s.SlotCtx, s.Build = p.TotalSlots, p.NCtx, p.BuildInfo
 	}
@@ -149,6 +149,58 @@ func (m *Manager) Status(ctx context.Context, instance string) (*Status, error) 
 		}
 	}
 	return s, nil
+}
+
+// health is one answer of llama-server's /health.
+type health struct {
+	Ready, Loading bool
+	StatusCode     int
+	Message        string
+}
+
+// probeHealth asks /health and nothing else. llm.HTTPClient.Health falls
+// back to /v1/models for servers without /health, which is right for
+// arbitrary endpoints but wrong here: /v1/models answers before the model
+// is loaded, and a managed llama-server always has /health.
+func probeHealth(ctx context.Context, base string) (health, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)
+	if err != nil {
+		return health{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return health{}, fmt.Errorf("cannot reach %s: %w", base, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var w struct {
+		Status string `json:"status"`
+		Error  struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(body, &w)
+	h := health{StatusCode: resp.StatusCode, Message: w.Status}
+	if w.Error.Message != "" {
+		h.Message = w.Error.Message
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		h.Ready = true
+		if h.Message == "" {
+			h.Message = "ok"
+		}
+	case http.StatusServiceUnavailable:
+		h.Loading = true
+		if h.Message == "" {
+			h.Message = "Loading model"
+		}
+	default:
+		if h.Message == "" {
+			h.Message = http.StatusText(resp.StatusCode)
+		}
+	}
+	return h, nil
 }
 
 // fetchSlots reads llama-server's /slots (absent when started with
