@@ -18,7 +18,7 @@ func Stack(o Options, img ImageFacts, host HostFacts) compose.Stack {
 		Command:       cfg.Cmd,
 		ContainerPort: ContainerPort,
 		HostPort:      o.Port,
-		ModelDir:      filepath.Dir(o.Model),
+		ModelDir:      filepath.Dir(o.modelFile()),
 		ModelTarget:   ModelDir,
 		User:          cfg.User,
 		Labels:        map[string]string{},
@@ -60,11 +60,9 @@ func (o Options) timeout() time.Duration {
 // same checks Up makes (image present, devices exist). The model path is
 // made absolute in the returned Options.
 func (m *Manager) Facts(ctx context.Context, o Options) (Options, ImageFacts, HostFacts, error) {
-	abs, err := filepath.Abs(o.Model)
-	if err != nil {
+	if err := o.resolveModel(); err != nil {
 		return o, ImageFacts{}, HostFacts{}, err
 	}
-	o.Model = abs
 	img, err := m.imageFacts(ctx, o.Image)
 	if err != nil {
 		return o, img, HostFacts{}, err

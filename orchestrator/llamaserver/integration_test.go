@@ -222,13 +222,22 @@ func TestUpReuseStatusDown(t *testing.T) {
 	it := newITest(t)
 	requireImage(t, it.cli, images.LlamaServer, "llama-server")
 	ctx := context.Background()
+	// Through a symlink from another directory, as model caches do.
+	links := filepath.Join(it.dir, "links")
+	if err := os.Mkdir(links, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(it.tiny, filepath.Join(links, "model.gguf")); err != nil {
+		t.Fatal(err)
+	}
 	o := it.options(images.LlamaServer, "none")
+	o.Model = filepath.Join(links, "model.gguf")
 	o.Ctx, o.Parallel = 8192, 1
 	first, err := it.m.Up(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.Reused || first.State != StateReady || first.TotalSlots != 1 || first.SlotCtx != 8192 || len(first.Warnings) != 0 {
+	if first.Reused || first.State != StateReady || first.TotalSlots != 1 || first.SlotCtx != 8192 || len(first.Warnings) != 0 || first.Model != o.Model {
 		t.Errorf("first up: %+v", first)
 	}
 	second, err := it.m.Up(ctx, o)

@@ -70,16 +70,14 @@ func (m *Manager) Up(ctx context.Context, o Options) (*Result, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	abs, err := filepath.Abs(o.Model)
-	if err != nil {
-		return nil, fmt.Errorf("model path %s: %w", o.Model, err)
-	}
-	o.Model = abs
-	o.StartTimeout = o.timeout()
 	mc, err := CheckModel(o.Model, o.Ctx, o.Parallel)
 	if err != nil {
 		return nil, err
 	}
+	if err := o.resolveModel(); err != nil {
+		return nil, err
+	}
+	o.StartTimeout = o.timeout()
 	res := &Result{Warnings: mc.Warnings}
 	for _, w := range mc.Warnings {
 		m.emit(event.Notice, "warning: "+w)
@@ -163,6 +161,21 @@ func (m *Manager) Up(ctx context.Context, o Options) (*Result, error) {
 	}
 	res.Status = *s
 	return res, nil
+}
+
+// resolveModel makes Model absolute and sets ModelFile.
+func (o *Options) resolveModel() error {
+	abs, err := filepath.Abs(o.Model)
+	if err != nil {
+		return fmt.Errorf("model path %s: %w", o.Model, err)
+	}
+	o.Model = abs
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return fmt.Errorf("model path %s: %w", abs, err)
+	}
+	o.ModelFile = real
+	return nil
 }
 
 // waitReady polls /health until it answers 200. It fails when the
@@ -363,7 +376,7 @@ var nvidiaNode = regexp.MustCompile(`^nvidia([0-9]+)$`)
 // devices exist (when the engine is local: a remote engine's devices are
 // not ours to see).
 func (m *Manager) hostFacts(o Options) (HostFacts, error) {
-	h := DefaultHostFacts(o.Model)
+	h := DefaultHostFacts(o.modelFile())
 	if !m.local() {
 		return h, nil
 	}

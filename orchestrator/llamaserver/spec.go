@@ -63,6 +63,11 @@ type Options struct {
 	// Model is the host path of the .gguf file. Its directory is mounted
 	// read-only at ModelDir (so split models find their other parts).
 	Model string
+	// ModelFile is Model with symlinks resolved (Up and Facts set it). A
+	// symlink would dangle inside the container when it points out of
+	// Model's directory, as model caches' links do, so the real file's
+	// directory is mounted. Empty means Model.
+	ModelFile string
 	// Image runs llama-server; it must already be present (no pulls).
 	Image string
 	// Port is the host port, bound on 127.0.0.1 only.
@@ -124,6 +129,13 @@ func (o Options) Validate() error {
 	return errors.Join(errs...)
 }
 
+func (o Options) modelFile() string {
+	if o.ModelFile != "" {
+		return o.ModelFile
+	}
+	return o.Model
+}
+
 // SlotCtx is the context each slot gets.
 func (o Options) SlotCtx() int {
 	if o.Parallel < 1 {
@@ -138,7 +150,7 @@ func (o Options) Args() []string {
 	args := []string{
 		"--host", "0.0.0.0",
 		"--port", strconv.Itoa(ContainerPort),
-		"--model", ModelDir + "/" + filepath.Base(o.Model),
+		"--model", ModelDir + "/" + filepath.Base(o.modelFile()),
 		"--ctx-size", strconv.Itoa(o.Ctx),
 		"--parallel", strconv.Itoa(o.Parallel),
 		"--jinja",
@@ -216,7 +228,7 @@ func Spec(o Options, img ImageFacts, host HostFacts) (*container.Config, *contai
 		// plant files in the user's model store.
 		Mounts: []mount.Mount{{
 			Type:     mount.TypeBind,
-			Source:   filepath.Dir(o.Model),
+			Source:   filepath.Dir(o.modelFile()),
 			Target:   ModelDir,
 			ReadOnly: true,
 		}},
@@ -275,14 +287,14 @@ func nvidiaRequests(g GPUs, cdi bool) []container.DeviceRequest {
 // reuses a container whose hash matches and replaces one whose does not.
 func SettingsHash(o Options, img ImageFacts, host HostFacts) string {
 	b, _ := json.Marshal(struct {
-		Model, Image, ImageID string
-		Port                  int
-		Args                  []string
-		GPUs                  string
-		CDI                   bool
-		UID, GID              int
-		Labels                map[string]string
-	}{o.Model, o.Image, img.ID, o.Port, o.Args(), o.GPUs.String(), o.CDI, host.UID, host.GID, o.Labels})
+		Model, File, Image, ImageID string
+		Port                        int
+		Args                        []string
+		GPUs                        string
+		CDI                         bool
+		UID, GID                    int
+		Labels                      map[string]string
+	}{o.Model, o.modelFile(), o.Image, img.ID, o.Port, o.Args(), o.GPUs.String(), o.CDI, host.UID, host.GID, o.Labels})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }

@@ -287,3 +287,21 @@ func TestProbeHealth(t *testing.T) {
 		t.Error("a closed server answered")
 	}
 }
+
+// A model reached through a symlink (model caches link names to blobs
+// elsewhere) is mounted from where it really lives.
+func TestSpecSymlinkedModel(t *testing.T) {
+	o := testOptions("none")
+	o.Model = "/home/u/models/qwen.gguf"
+	o.ModelFile = "/home/u/.cache/blobs/sha256-abc"
+	cfg, hc := Spec(o, ImageFacts{}, HostFacts{})
+	if hc.Mounts[0].Source != "/home/u/.cache/blobs" || !strings.Contains(strings.Join(cfg.Cmd, " "), "--model /models/sha256-abc") {
+		t.Errorf("mount %+v cmd %v", hc.Mounts, cfg.Cmd)
+	}
+	if cfg.Labels[LabelModel] != "/home/u/models/qwen.gguf" {
+		t.Errorf("model label = %s", cfg.Labels[LabelModel])
+	}
+	if s := Stack(o, ImageFacts{}, HostFacts{}); s.ModelDir != "/home/u/.cache/blobs" {
+		t.Errorf("compose model dir = %s", s.ModelDir)
+	}
+}
