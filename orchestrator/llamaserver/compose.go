@@ -60,7 +60,7 @@ func (o Options) timeout() time.Duration {
 // same checks Up makes (image present, devices exist). The model path is
 // made absolute in the returned Options.
 func (m *Manager) Facts(ctx context.Context, o Options) (Options, ImageFacts, HostFacts, error) {
-	if err := o.resolveModel(); err != nil {
+	if err := o.ResolveModel(); err != nil {
 		return o, ImageFacts{}, HostFacts{}, err
 	}
 	img, err := m.imageFacts(ctx, o.Image)

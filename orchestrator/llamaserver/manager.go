@@ -74,7 +74,7 @@ func (m *Manager) Up(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := o.resolveModel(); err != nil {
+	if err := o.ResolveModel(); err != nil {
 		return nil, err
 	}
 	o.StartTimeout = o.timeout()
@@ -163,8 +163,8 @@ func (m *Manager) Up(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
-// resolveModel makes Model absolute and sets ModelFile.
-func (o *Options) resolveModel() error {
+// ResolveModel makes Model absolute and sets ModelFile (symlinks followed).
+func (o *Options) ResolveModel() error {
 	abs, err := filepath.Abs(o.Model)
 	if err != nil {
 		return fmt.Errorf("model path %s: %w", o.Model, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -65,14 +64,13 @@ compose specification's loader before it is written.`,
 
 func composeRenderRun(ctx context.Context, opts *ComposeRenderOptions) error {
 	o := opts.Server
-	var err error
-	if o.Model, err = filepath.Abs(o.Model); err != nil {
-		return err
+	if err := o.ResolveModel(); err != nil {
+		return fmt.Errorf("%w: pass the path of a .gguf file with --model", err)
 	}
 	// The engine says whether the image brings its own entrypoint and the
 	// host which devices exist; without an engine the file is still
 	// useful, written for this project's own image.
-	img, host := llamaserver.ImageFacts{}, llamaserver.DefaultHostFacts(o.Model)
+	img, host := llamaserver.ImageFacts{}, llamaserver.DefaultHostFacts(o.ModelFile)
 	if c, derr := opts.Factory.Docker(ctx); derr == nil {
 		o2, i, h, ferr := llamaserver.New(c, nil).Facts(ctx, o)
 		if ferr != nil {
