@@ -232,6 +232,10 @@ func llmStatusRun(ctx context.Context, opts *LLMStatusOptions) error {
 	if err != nil {
 		return err
 	}
+	if cfg, err := opts.Factory.Config(); err == nil && cfg.LLM.URL != "" && opts.Instance == "" {
+		// Say so, or a user would wonder why tasks ignore this server.
+		fmt.Fprintf(opts.IO.ErrOut, "note: llm.url is set, so tasks use %s, not the managed server\n", cfg.LLM.URL)
+	}
 	if opts.JSON {
 		return encodeJSON(opts.IO.Out, s)
 	}
