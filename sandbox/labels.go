@@ -19,6 +19,9 @@ const (
 	LabelState = "dev.localagent.state"
 	// LabelUser is the uid:gid the sandbox runs as.
 	LabelUser = "dev.localagent.user"
+	// LabelShell is the shell the bash tool uses, when it was chosen
+	// explicitly (Spec.Shell).
+	LabelShell = "dev.localagent.shell"
 	// LabelTest marks resources created by one test so that its cleanup
 	// removes exactly what it made, never other tests' resources.
 	LabelTest = "dev.localagent.test"

@@ -46,6 +46,7 @@ type Sandbox struct {
 	e *Engine
 
 	mu      sync.Mutex
+	shell   string // the bash tool's shell; "" until resolved
 	sess    *session
 	opening chan struct{} // closed when a session open in progress ends
 	lastTry time.Time     // last failed open, to back off re-opening
@@ -110,7 +111,7 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	sb := &Sandbox{
 		ID: created.ID, Name: name, Image: s.Image, Workspace: s.Workspace,
 		User: user.String(), State: "running", Created: time.Now(),
-		Labels: cfg.Labels, Notice: notice, e: e,
+		Labels: cfg.Labels, Notice: notice, e: e, shell: s.Shell,
 	}
 	sb.openAsync()
 	return sb, nil
@@ -239,7 +240,7 @@ func (e *Engine) fromSummary(c container.Summary) *Sandbox {
 	return &Sandbox{
 		ID: c.ID, Name: name, Image: c.Image, Workspace: c.Labels[LabelWorkspace],
 		User: c.Labels[LabelUser], State: string(c.State), Created: time.Unix(c.Created, 0),
-		Labels: c.Labels, e: e,
+		Labels: c.Labels, e: e, shell: c.Labels[LabelShell],
 	}
 }
 

@@ -48,14 +48,14 @@ type session struct {
 	stderr tailBuffer
 }
 
-func (e *Engine) openSession(ctx context.Context, id, user string) (*session, error) {
+func (e *Engine) openSession(ctx context.Context, id, user, shell string) (*session, error) {
 	created, err := e.api.ContainerExecCreate(ctx, id, container.ExecOptions{
 		User:         user,
 		AttachStdin:  true,
 		AttachStdout: true,
 		AttachStderr: true,
 		WorkingDir:   toolbox.WorkspaceRoot,
-		Cmd:          []string{ToolboxPath, "serve"},
+		Cmd:          toolboxCmd("serve", shell),
 	})
 	if err != nil {
 		return nil, e.wrapExec(id, err)
@@ -72,6 +72,16 @@ func (e *Engine) openSession(ctx context.Context, id, user string) (*session, er
 	}
 	go s.readLoop()
 	return s, nil
+}
+
+// toolboxCmd is the toolbox command line for mode, with the bash tool's
+// shell when one was chosen.
+func toolboxCmd(mode, shell string) []string {
+	cmd := []string{ToolboxPath, mode}
+	if shell != "" {
+		cmd = append(cmd, "-shell", shell)
+	}
+	return cmd
 }
 
 func (s *session) readLoop() {

@@ -82,7 +82,7 @@ func TestSessionDeathFallsBack(t *testing.T) {
 	}
 	read()
 	// Kill every toolbox serve process from a separate exec.
-	res, err := sb.Run(context.Background(), "sh", "-c", `for p in /proc/[0-9]*; do if [ "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" = "/.agent/toolbox serve " ]; then kill -9 ${p#/proc/} && echo killed; fi; done`)
+	res, err := sb.Run(context.Background(), "sh", "-c", `for p in /proc/[0-9]*; do case "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" in "/.agent/toolbox serve "*) kill -9 ${p#/proc/} && echo killed;; esac; done`)
 	if err != nil || res.ExitCode != 0 || !strings.Contains(string(res.Stdout), "killed") {
 		t.Fatalf("killing the session: %+v %v", res, err)
 	}
@@ -123,5 +123,28 @@ func TestExecStreamsAndPropagates(t *testing.T) {
 	start := time.Now()
 	if _, err := sb.Run(ctx, "sleep", "5"); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
 		t.Errorf("cancelled exec: %v after %v", err, time.Since(start))
+	}
+}
+
+// The bash tool runs bash where the image has it, /bin/sh otherwise, and an
+// explicit Spec.Shell wins.
+func TestBashToolShell(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	const probe = `echo "bash=${BASH_VERSION:-none}"`
+	debian := sandboxtest.New(t, e, sandbox.Spec{Image: sandboxtest.SandboxImage})
+	if r := sh(t, debian, probe); r.IsError || strings.Contains(r.Output, "bash=none") {
+		t.Errorf("image with bash: %+v", r)
+	}
+	// Control: the same probe under /bin/sh (dash) shows no bash.
+	dash := sandboxtest.New(t, e, sandbox.Spec{Image: sandboxtest.SandboxImage, Shell: "/bin/sh"})
+	if r := sh(t, dash, probe); !strings.Contains(r.Output, "bash=none") {
+		t.Errorf("explicit /bin/sh: %+v", r)
+	}
+	if got, err := e.Get(context.Background(), dash.ID); err != nil || got.Labels[sandbox.LabelShell] != "/bin/sh" {
+		t.Errorf("shell label: %v %v", got, err)
+	}
+	busybox := sandboxtest.New(t, e, sandbox.Spec{})
+	if r := sh(t, busybox, probe); r.IsError || !strings.Contains(r.Output, "bash=none") {
+		t.Errorf("busybox: %+v", r)
 	}
 }

@@ -80,6 +80,8 @@ func (f *fakeEngine) ContainerExecAttach(_ context.Context, id string, _ contain
 			_, _ = out.Write(b)
 			server.Close()
 		}()
+	default:
+		server.Close() // a plain command with no output
 	}
 	return types.NewHijackedResponse(client, ""), nil
 }

@@ -70,6 +70,9 @@ type Spec struct {
 	Env []string
 	// Name is the container name; "" generates "agent-sandbox-<random>".
 	Name string
+	// Shell runs the bash tool's commands (as SHELL -c COMMAND). "" means
+	// /bin/bash when the image has it (models write bash), else /bin/sh.
+	Shell string
 }
 
 // withDefaults fills zero fields and validates what can be checked without
@@ -118,6 +121,9 @@ func (s Spec) withDefaults() (Spec, error) {
 	}
 	if s.Limits.TmpfsBytes <= 0 {
 		s.Limits.TmpfsBytes = d.TmpfsBytes
+	}
+	if s.Shell != "" && !strings.HasPrefix(s.Shell, "/") {
+		return s, fmt.Errorf("shell %q must be an absolute path inside the image, e.g. /bin/bash", s.Shell)
 	}
 	if s.User != "" {
 		if _, _, err := parseUser(s.User); err != nil {
@@ -200,6 +206,9 @@ func containerConfig(s Spec, user UserChoice) (*container.Config, *container.Hos
 	labels[LabelKind] = KindSandbox
 	labels[LabelWorkspace] = s.Workspace
 	labels[LabelUser] = user.String()
+	if s.Shell != "" {
+		labels[LabelShell] = s.Shell
+	}
 
 	env := append([]string{"HOME=" + HomeDir, "USER=agent"}, s.Env...)
 	cfg := &container.Config{
