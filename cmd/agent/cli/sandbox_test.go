@@ -215,3 +215,13 @@ func TestSandboxArgs(t *testing.T) {
 		}
 	}
 }
+
+func TestSandboxCreateExplicitUser(t *testing.T) {
+	label := sandboxEnv(t)
+	id := createSandbox(t, label, t.TempDir(), "--user", "4242:4343")
+	t.Cleanup(func() { agentCLI(t, "", "sandbox", "rm", id) })
+	r := agentCLI(t, "", "sandbox", "exec", id, "--", "id")
+	if r.code != 0 || !strings.Contains(r.out, "uid=4242") || !strings.Contains(r.out, "gid=4343") {
+		t.Errorf("id in a sandbox created with --user 4242:4343: %+v", r)
+	}
+}
