@@ -370,9 +370,10 @@ func encodeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// progressRenderer shows the server's start on stderr: a line that
-// updates in place on a terminal, plain lines otherwise (at most one
-// "still loading" line every 10 s, so logs stay readable).
+// progressRenderer shows the server's start on stderr: a spinner line
+// that updates in place on a terminal (redrawn every 100 ms), plain lines
+// otherwise (at most one "still loading" line every 10 s, so logs stay
+// readable).
 type progressRenderer struct {
 	mu       sync.Mutex
 	w        io.Writer
@@ -381,12 +382,18 @@ type progressRenderer struct {
 	lastText string
 	lastLine time.Time
 	frame    int
+
+	// TTY spinner state: the current phase and when its clock started.
+	phase   string
+	since   time.Time
+	ticking bool
+	done    chan struct{}
 }
 
 var spinnerFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
 func newProgressRenderer(ios *IOStreams) *progressRenderer {
-	return &progressRenderer{w: ios.ErrOut, tty: ios.ErrTTY}
+	return &progressRenderer{w: ios.ErrOut, tty: ios.ErrTTY, done: make(chan struct{})}
 }
 
 func (r *progressRenderer) Emit(e event.Event) {
@@ -394,9 +401,12 @@ func (r *progressRenderer) Emit(e event.Event) {
 	defer r.mu.Unlock()
 	if e.Kind == event.Progress && e.State == "loading" {
 		if r.tty {
-			r.frame++
-			fmt.Fprintf(r.w, "\r\033[K%s %s %s", spinnerFrames[r.frame%len(spinnerFrames)], e.Text, e.Duration.Round(time.Second))
-			r.live = true
+			r.phase, r.since = e.Text, time.Now().Add(-e.Duration)
+			r.draw()
+			if !r.ticking && r.done != nil {
+				r.ticking = true
+				go r.tick(r.done)
+			}
 			return
 		}
 		if e.Text == r.lastText && time.Since(r.lastLine) < 10*time.Second {
@@ -415,6 +425,30 @@ func (r *progressRenderer) Emit(e event.Event) {
 	}
 }
 
+// draw writes the spinner line; r.mu is held.
+func (r *progressRenderer) draw() {
+	r.frame++
+	fmt.Fprintf(r.w, "\r\033[K%s %s %s", spinnerFrames[r.frame%len(spinnerFrames)], r.phase, time.Since(r.since).Truncate(time.Second))
+	r.live = true
+}
+
+func (r *progressRenderer) tick(done <-chan struct{}) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			r.mu.Lock()
+			if r.live {
+				r.draw()
+			}
+			r.mu.Unlock()
+		}
+	}
+}
+
 func (r *progressRenderer) clear() {
 	if r.live {
 		fmt.Fprint(r.w, "\r\033[K")
@@ -422,8 +456,14 @@ func (r *progressRenderer) clear() {
 	}
 }
 
+// stop clears the spinner line and ends the ticker; it may be called
+// more than once.
 func (r *progressRenderer) stop() {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.clear()
-	r.mu.Unlock()
+	if r.ticking {
+		close(r.done)
+		r.ticking, r.done = false, nil
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,15 +120,35 @@ func TestProgressRenderer(t *testing.T) {
 		t.Errorf("plain output:\n%q\nwant\n%q", got, want)
 	}
 
-	buf.Reset()
-	r = &progressRenderer{w: &buf, tty: true}
+	var tty syncBuffer
+	r = &progressRenderer{w: &tty, tty: true, done: make(chan struct{})}
 	r.Emit(load(time.Second))
 	r.Emit(load(2 * time.Second))
+	time.Sleep(250 * time.Millisecond) // the ticker redraws meanwhile
 	r.Emit(event.Event{Kind: event.Progress, Text: "ready"})
-	out := buf.String()
-	if strings.Count(out, "\r\033[K") != 3 || !strings.HasSuffix(out, "\r\033[Kready\n") || !strings.Contains(out, "loading model m.gguf 2s") {
+	r.stop()
+	r.stop()
+	out := tty.String()
+	if strings.Count(out, "\r\033[K") < 4 || !strings.HasSuffix(out, "\r\033[Kready\n") || !strings.Contains(out, "loading model m.gguf 2s") {
 		t.Errorf("tty output: %q", out)
 	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestWriteStatus(t *testing.T) {
