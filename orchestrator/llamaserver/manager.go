@@ -32,9 +32,11 @@ type Manager struct {
 	// Poll is how often /health and the container are checked while the
 	// server loads (default 200 ms).
 	Poll time.Duration
-	// hostDevDir is where device nodes are looked up ("/dev"); tests
-	// point it at a fake tree.
+	// hostDevDir is where device nodes are looked up ("/dev") and
+	// meminfo where free memory is read ("/proc/meminfo"); tests point
+	// them at fakes.
 	hostDevDir string
+	meminfo    string
 }
 
 // New returns a Manager over the engine client c (a *client.Client with
@@ -43,7 +45,7 @@ func New(c engine, sink event.Sink) *Manager {
 	if sink == nil {
 		sink = event.Discard
 	}
-	return &Manager{eng: c, sink: sink, Poll: 200 * time.Millisecond, hostDevDir: "/dev"}
+	return &Manager{eng: c, sink: sink, Poll: 200 * time.Millisecond, hostDevDir: "/dev", meminfo: "/proc/meminfo"}
 }
 
 // Result is what Up did.
@@ -79,7 +81,12 @@ func (m *Manager) Up(ctx context.Context, o Options) (*Result, error) {
 	}
 	o.StartTimeout = o.timeout()
 	res := &Result{Warnings: mc.Warnings}
-	for _, w := range mc.Warnings {
+	if o.GPUs.Mode == GPUNone && m.local() {
+		if w := memoryWarning(mc.Header.Size, m.meminfo); w != "" {
+			res.Warnings = append(res.Warnings, w)
+		}
+	}
+	for _, w := range res.Warnings {
 		m.emit(event.Notice, "warning: "+w)
 	}
 
@@ -458,6 +465,32 @@ func rootRunAs(model string) (uid, gid int) {
 		return 65534, 65534
 	}
 	return 0, 0
+}
+
+// memoryWarning warns when a model served from the CPU is larger than the
+// memory available now: the server would swap or be OOM-killed while
+// loading, which otherwise shows only as a slow start and a bare exit.
+func memoryWarning(modelSize int64, meminfo string) string {
+	data, err := os.ReadFile(meminfo)
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		rest, ok := strings.CutPrefix(line, "MemAvailable:")
+		if !ok {
+			continue
+		}
+		var kb int64
+		if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d", &kb); err != nil {
+			return ""
+		}
+		if avail := kb << 10; modelSize > avail {
+			return fmt.Sprintf("the model (%.1f GiB) is larger than the memory available now (%.1f GiB): expect heavy swapping or an out-of-memory kill; free memory or use a smaller model",
+				float64(modelSize)/(1<<30), float64(avail)/(1<<30))
+		}
+		return ""
+	}
+	return ""
 }
 
 // portFree fails when something already listens on 127.0.0.1:port.

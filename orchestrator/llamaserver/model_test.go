@@ -161,3 +161,17 @@ func TestRootRunAs(t *testing.T) {
 		}
 	}
 }
+
+func TestMemoryWarning(t *testing.T) {
+	mi := filepath.Join(t.TempDir(), "meminfo")
+	_ = os.WriteFile(mi, []byte("MemTotal:       24000000 kB\nMemAvailable:    1048576 kB\n"), 0o644)
+	if w := memoryWarning(2<<30, mi); !strings.Contains(w, "2.0 GiB) is larger than the memory available now (1.0 GiB)") {
+		t.Errorf("big model: %q", w)
+	}
+	if w := memoryWarning(512<<20, mi); w != "" {
+		t.Errorf("small model: %q", w)
+	}
+	if w := memoryWarning(2<<30, filepath.Join(t.TempDir(), "none")); w != "" {
+		t.Errorf("no meminfo: %q", w)
+	}
+}
