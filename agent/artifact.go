@@ -106,6 +106,13 @@ func (s *artifactStore) page(id string, offset, limit int) (string, bool) {
 		if text != "" {
 			line++
 			if line >= offset {
+				if shown == 0 && len(text) > artifactPageBytes {
+					// One line longer than a page: show its start rather
+					// than never getting past it.
+					fmt.Fprintf(&b, "%s\n[line %d is %d bytes; only its start is shown. Continue with offset %d]\n",
+						cutUTF8(text, artifactPageBytes), line, len(text), line+1)
+					return b.String(), true
+				}
 				if shown >= limit || b.Len()+len(text) > artifactPageBytes {
 					fmt.Fprintf(&b, "[more lines follow; continue with offset %d]\n", line)
 					return b.String(), true

@@ -465,3 +465,18 @@ func TestCutOffNativeCallGetsAHint(t *testing.T) {
 		t.Fatalf("last messages = %+v", msgs[len(msgs)-2:])
 	}
 }
+
+func TestArtifactWithOneHugeLine(t *testing.T) {
+	s := newArtifactStore(t.TempDir(), "p-")
+	id, err := s.save(strings.Repeat("x", 100<<10) + "\nsecond\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, ok := s.page(id, 1, 10)
+	if !ok || len(out) > artifactPageBytes+200 || !strings.Contains(out, "offset 2") {
+		t.Fatalf("page 1: %d bytes: %.100q", len(out), out[len(out)-100:])
+	}
+	if out, _ := s.page(id, 2, 10); !strings.HasPrefix(out, "second\n") {
+		t.Fatalf("page 2: %q", out)
+	}
+}

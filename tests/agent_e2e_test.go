@@ -175,3 +175,69 @@ func readFile(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// TestAgentHugeOutputFromSandbox: 47 MB of command output reaches the model
+// as an excerpt and an artifact it can page through; the artifact lives on
+// the host, never in the workspace, and the transcript stays small.
+func TestAgentHugeOutputFromSandbox(t *testing.T) {
+	eng := sandboxtest.RequireDocker(t)
+	ws := t.TempDir()
+	if err := os.Chmod(ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	sb := sandboxtest.New(t, eng, sandbox.Spec{Workspace: ws})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	script, err := scripted.Parse([]byte(`
+turns:
+  - tool_calls:
+      - {name: bash, arguments: {command: "seq 1 6000000"}}
+  - expect: {last_role: tool, last_contains: "stored as artifact a1"}
+    tool_calls:
+      - {name: read_artifact, arguments: {id: a1, offset: 2, limit: 2}}
+  - expect: {last_role: tool, last_contains: "2\n3\n"}
+    text: done
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := scripted.Start(ctx, script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	client, err := llm.NewHTTP(llm.Options{BaseURL: srv.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arts := t.TempDir()
+	a, err := agent.New(agent.Options{Client: client, Workspace: sandboxWorkspace{sb},
+		SessionPath: filepath.Join(t.TempDir(), "s.jsonl"), ArtifactDir: arts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	res, err := a.Run(ctx, "flood")
+	if err != nil || res.Text != "done" {
+		t.Fatalf("res = %+v, err = %v (mismatches %q)", res, err, srv.Mismatches())
+	}
+	if m := srv.Mismatches(); len(m) > 0 {
+		t.Fatalf("unexpected requests: %q", m)
+	}
+	files, _ := filepath.Glob(filepath.Join(arts, "*-a1.txt"))
+	if len(files) != 1 {
+		t.Fatalf("artifact files: %v", files)
+	}
+	if entries, _ := os.ReadDir(ws); len(entries) != 0 {
+		t.Fatalf("the workspace gained %d entries", len(entries))
+	}
+	_, msgs, err := session.Load(res.SessionPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		if len(m.Content) > 16<<10 {
+			t.Fatalf("a %d-byte %s message in the transcript", len(m.Content), m.Role)
+		}
+	}
+}
