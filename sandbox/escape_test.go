@@ -79,20 +79,25 @@ func TestDotDotPathRejected(t *testing.T) {
 // buildEUID builds a static program that prints its effective uid.
 func buildEUID(t *testing.T, dir string) string {
 	t.Helper()
+	return buildProbe(t, dir, "euid", "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\nfunc main() { fmt.Printf(\"euid=%d\\n\", os.Geteuid()) }\n")
+}
+
+// buildProbe builds a static Go program from one source file into dir.
+func buildProbe(t *testing.T, dir, name, prog string) string {
+	t.Helper()
 	src := t.TempDir()
-	prog := "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\nfunc main() { fmt.Printf(\"euid=%d\\n\", os.Geteuid()) }\n"
 	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(prog), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module euid\n\ngo 1.21\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module "+name+"\n\ngo 1.21\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "euid")
+	out := filepath.Join(dir, name)
 	cmd := exec.Command("go", "build", "-o", out, ".")
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the euid probe: %v\n%s", err, b)
+		t.Fatalf("building the %s probe: %v\n%s", name, err, b)
 	}
 	return out
 }

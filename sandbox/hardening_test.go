@@ -163,3 +163,59 @@ func TestCustomSeccompProfileApplied(t *testing.T) {
 		t.Errorf("control: mkdir in a default sandbox: %+v", r)
 	}
 }
+
+const syscallProbe = `package main
+
+import (
+	"fmt"
+	"syscall"
+	"unsafe"
+)
+
+func main() {
+	_, _, e := syscall.RawSyscall(syscall.SYS_PTRACE, syscall.PTRACE_TRACEME, 0, 0)
+	fmt.Printf("ptrace=%d\n", int(e))
+	var params [128]byte
+	_, _, e = syscall.RawSyscall(425, 1, uintptr(unsafe.Pointer(&params[0])), 0) // io_uring_setup
+	fmt.Printf("io_uring_setup=%d\n", int(e))
+	_, _, e = syscall.RawSyscall(syscall.SYS_UNSHARE, syscall.CLONE_NEWUSER, 0, 0)
+	fmt.Printf("unshare=%d\n", int(e))
+}
+`
+
+// The opt-in strict profile refuses what the default allows (ptrace) while
+// ordinary work — the toolbox, a shell, git with glibc — still runs. The
+// control is the same probe under the engine's default profile.
+func TestStrictSeccompProfile(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	ws := t.TempDir()
+	strict := sandboxtest.New(t, e, sandbox.Spec{Workspace: ws, Image: sandboxtest.SandboxImage, Seccomp: policy.StrictSeccomp()})
+	probe := buildProbe(t, ws, "sysprobe", syscallProbe)
+	if err := os.Chmod(probe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	if r := tool(t, strict, "write_file", map[string]any{"path": "f.txt", "content": "hi\n"}); r.IsError {
+		t.Fatalf("write_file under the strict profile: %+v", r)
+	}
+	if r := tool(t, strict, "read_file", map[string]any{"path": "f.txt"}); r.IsError || !strings.Contains(r.Output, "hi") {
+		t.Fatalf("read_file under the strict profile: %+v", r)
+	}
+	work := `set -e; cd /tmp; mkfifo p; ls / >/dev/null; grep -c hi /workspace/f.txt >/dev/null; ` +
+		`find /usr/bin -name git >/dev/null; git init -q r; cd r; echo x > x; git add x; ` +
+		`git -c user.email=a@b.c -c user.name=n commit -q -m m; git log --oneline | wc -l; sleep 0.1 & wait; echo WORK-OK`
+	if r := sh(t, strict, work); !strings.Contains(r.Output, "WORK-OK") {
+		t.Errorf("ordinary work under the strict profile failed: %+v", r)
+	}
+	r := sh(t, strict, "/workspace/sysprobe")
+	if field(t, r.Output, "ptrace") != "1" || field(t, r.Output, "io_uring_setup") != "1" || field(t, r.Output, "unshare") != "1" {
+		t.Errorf("strict profile: want EPERM (1) for each probe, got\n%s", r.Output)
+	}
+
+	plain := sandboxtest.New(t, e, sandbox.Spec{Workspace: ws})
+	r = sh(t, plain, "/workspace/sysprobe")
+	if field(t, r.Output, "ptrace") != "0" {
+		t.Errorf("control: ptrace(PTRACE_TRACEME) under the default profile should succeed, got\n%s", r.Output)
+	}
+	t.Logf("default profile: %s", strings.ReplaceAll(strings.TrimSpace(r.Output), "\n", " "))
+}

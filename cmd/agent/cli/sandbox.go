@@ -79,6 +79,7 @@ type SandboxCreateOptions struct {
 	Workspace string
 	Labels    []string
 	User      string
+	Seccomp   string
 	JSON      bool
 }
 
@@ -103,6 +104,7 @@ func NewCmdSandboxCreate(f *Factory, runF func(context.Context, *SandboxCreateOp
 	fl.StringVarP(&opts.Workspace, "workspace", "w", "", "host directory to mount at /workspace")
 	fl.BoolVar(&opts.JSON, "json", false, "print a JSON object instead of the id")
 	fl.StringArrayVar(&opts.Labels, "label", nil, "extra container label KEY=VALUE (repeatable)")
+	fl.StringVar(&opts.Seccomp, "seccomp", "default", "seccomp profile: default (the engine's) or strict (a tighter allowlist)")
 	fl.StringVarP(&opts.User, "user", "u", "", "UID:GID to run as (default: yours; when you are root, the workspace owner or an unprivileged uid)")
 	fl.String("image", "", "sandbox image (config sandbox.image)")
 	fl.String("memory", "", "memory limit, e.g. 4g (config sandbox.memory)")
@@ -155,6 +157,13 @@ func sandboxCreateRun(ctx context.Context, opts *SandboxCreateOptions) error {
 	}
 	spec.Labels = labels
 	spec.User = opts.User
+	switch opts.Seccomp {
+	case "", "default":
+	case "strict":
+		spec.Seccomp = policy.StrictSeccomp()
+	default:
+		return UsageErrorf("--seccomp %q must be default or strict", opts.Seccomp)
+	}
 	e, err := sandboxEngine(ctx, opts.Factory)
 	if err != nil {
 		return err

@@ -140,6 +140,7 @@ func TestSandboxBadInput(t *testing.T) {
 		{"no workspace flag", []string{"sandbox", "create"}, 2, "--workspace"},
 		{"exec without command", []string{"sandbox", "exec", id}, 2, "requires at least 2 arg"},
 		{"bad label", []string{"sandbox", "create", "--workspace", ws, "--label", "novalue"}, 2, "KEY=VALUE"},
+		{"bad seccomp", []string{"sandbox", "create", "--workspace", ws, "--seccomp", "loose"}, 2, "default or strict"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := agentCLI(t, "", tc.args...)
@@ -218,7 +219,7 @@ func TestSandboxArgs(t *testing.T) {
 
 func TestSandboxCreateExplicitUser(t *testing.T) {
 	label := sandboxEnv(t)
-	id := createSandbox(t, label, t.TempDir(), "--user", "4242:4343")
+	id := createSandbox(t, label, t.TempDir(), "--user", "4242:4343", "--seccomp", "strict")
 	t.Cleanup(func() { agentCLI(t, "", "sandbox", "rm", id) })
 	r := agentCLI(t, "", "sandbox", "exec", id, "--", "id")
 	if r.code != 0 || !strings.Contains(r.out, "uid=4242") || !strings.Contains(r.out, "gid=4343") {
