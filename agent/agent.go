@@ -284,6 +284,9 @@ func (a *Agent) emit(e event.Event) {
 }
 
 func (a *Agent) hookEvent(hook string, res ToolResult) {
+	if !hookFailed(res) && strings.TrimSpace(res.Output) == "" {
+		return // a quiet, successful hook is not news
+	}
 	a.emit(event.Event{Kind: event.Notice, Text: "hook " + hook + ": " + shorten(res.Output, 512, "cut"),
 		ExitCode: res.ExitCode, IsError: hookFailed(res), Duration: res.Duration})
 }
