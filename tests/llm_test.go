@@ -17,47 +17,40 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
 	"github.com/localagent/agent/agent/llm"
-	"github.com/localagent/agent/cmd/agent/cli"
 	"github.com/localagent/agent/compose"
 	"github.com/localagent/agent/images"
 	"github.com/localagent/agent/orchestrator/gguf/gguftest"
 	"github.com/localagent/agent/orchestrator/llamaserver"
+	"github.com/localagent/agent/sandbox"
 )
 
 // llmEnv is one test's private llama-server: a unique instance name, port
-// and test label, so tests running at the same time never collide.
+// and test label, so tests running at the same time never collide. It
+// drives the built agent binary.
 type llmEnv struct {
 	t      *testing.T
 	docker *client.Client
-	id     string
+	agentE *AgentEnv
+	id     string // instance name
 	port   int
 	model  string
+	dir    string // working directory of the agent commands
 }
 
 func newLLMEnv(t *testing.T) *llmEnv {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end test: needs the Docker engine and the llama-server image")
-	}
-	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := RequireEngine(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := c.Ping(ctx); err != nil {
-		t.Fatalf("the Docker engine is not reachable: %v", err)
-	}
 	if _, err := c.ImageInspect(ctx, images.LlamaServer); err != nil {
 		t.Fatalf("image %s is not present (%v): build it with `agent images build llama-server`", images.LlamaServer, err)
 	}
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	e := &llmEnv{t: t, docker: c, id: "e2e-" + hex.EncodeToString(b)}
+	e := &llmEnv{t: t, docker: c, agentE: NewAgentEnv(t, c), id: "e2e-" + hex.EncodeToString(b), dir: t.TempDir()}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -68,43 +61,27 @@ func newLLMEnv(t *testing.T) *llmEnv {
 	if err := gguftest.WriteLlama(e.model, gguftest.Options{ContextLength: 8192, NeverEOS: true}); err != nil {
 		t.Fatal(err)
 	}
-	// No user or project configuration may leak into the test.
-	cfgHome := t.TempDir()
-	t.Setenv("XDG_CONFIG_HOME", cfgHome)
-	t.Setenv("XDG_STATE_HOME", t.TempDir())
-	t.Chdir(cfgHome)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		for _, s := range e.containers(ctx) {
-			_ = c.ContainerRemove(ctx, s.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		}
-		_ = c.Close()
-	})
 	return e
 }
 
 func (e *llmEnv) containers(ctx context.Context) []container.Summary {
-	list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true,
-		Filters: filters.NewArgs(filters.Arg("label", "dev.localagent.test="+e.id))})
+	list, err := LabelledContainers(ctx, e.docker, e.agentE.Label)
 	if err != nil {
 		e.t.Fatalf("listing containers: %v", err)
 	}
 	return list
 }
 
-// agent runs the command line in-process and returns its exit code,
-// stdout and stderr.
+// agent runs the built binary and returns its exit code, stdout and
+// stderr.
 func (e *llmEnv) agent(args ...string) (int, string, string) {
 	e.t.Helper()
-	ios, _, out, errOut := cli.TestStreams()
-	code := cli.Main(args, ios)
-	return code, out.String(), errOut.String()
+	return e.agentE.Run(e.dir, args...)
 }
 
 func (e *llmEnv) up(extra ...string) (int, string, string) {
 	args := append([]string{"llm", "up", "--model", e.model, "--gpus", "none", "--ctx", "4096", "--parallel", "2",
-		"--port", strconv.Itoa(e.port), "--instance", e.id, "--label", "dev.localagent.test=" + e.id, "--json"}, extra...)
+		"--port", strconv.Itoa(e.port), "--instance", e.id, "--label", sandbox.LabelTest + "=" + e.agentE.Label, "--json"}, extra...)
 	return e.agent(args...)
 }
 
