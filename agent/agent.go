@@ -147,16 +147,17 @@ type Agent struct {
 	// history is the context sent to the model: history[0] is the system
 	// prompt, then the conversation (possibly compacted). The transcript
 	// keeps everything.
-	history   []llm.Message
-	started   bool
-	hookOut   string
-	projInstr string
-	projFile  string
-	tokens    tokenCounter
-	toolsTok  int // estimated tokens of the tools parameter
-	nextID    int // for call ids the server did not give
-	parser    *toolparse.Parser
-	lean      bool // small window: short tool definitions
+	history      []llm.Message
+	started      bool
+	hookOut      string
+	projInstr    string
+	projFile     string
+	tokens       tokenCounter
+	toolsTok     int // estimated tokens of the tools parameter
+	nextID       int // for call ids the server did not give
+	parser       *toolparse.Parser
+	actionParser *toolparse.Parser
+	lean         bool // small window: short tool definitions
 
 	lastMaxTokens int // max_tokens of the last request, for the cut-off hint
 }
@@ -216,7 +217,10 @@ func New(opts Options) (*Agent, error) {
 	cat := mustCatalog()
 	a.lean = estimateTools(cat.wire, names)+len(promptText)/charsPerToken > opts.ContextTokens*leanPct/100
 	a.toolsTok = estimateTools(a.toolDefs(), names)
-	a.parser = toolparse.New(a.runner.names()...)
+	a.parser = toolparse.New(append(a.runner.names(), aliasNames()...)...)
+	// Only our own names hint at an action: aliases like "run(" are common
+	// words in a final summary.
+	a.actionParser = toolparse.New(a.runner.names()...)
 	return a, nil
 }
 

@@ -252,8 +252,8 @@ func (a *Agent) execute(ctx context.Context, calls []llm.ToolCall, res *Result) 
 	var firstErr error
 	for i := 0; i < len(calls) && firstErr == nil; {
 		j := i + 1
-		if a.runner.readOnly(calls[i].Function.Name) {
-			for j < len(calls) && a.runner.readOnly(calls[j].Function.Name) {
+		if a.runner.readOnly(canonicalTool(calls[i].Function.Name)) {
+			for j < len(calls) && a.runner.readOnly(canonicalTool(calls[j].Function.Name)) {
 				j++
 			}
 		}
@@ -299,7 +299,7 @@ func (a *Agent) execute(ctx context.Context, calls []llm.ToolCall, res *Result) 
 
 // runOne runs one call with its events.
 func (a *Agent) runOne(ctx context.Context, c llm.ToolCall) (ToolResult, ToolCallRecord, error) {
-	name := c.Function.Name
+	name := canonicalTool(c.Function.Name)
 	a.emit(event.Event{Kind: event.ToolStarted, Tool: name, CallID: c.ID, Args: cutUTF8(c.Function.Arguments, summaryArgsLimit)})
 	start := time.Now()
 	r, err := a.runner.run(ctx, name, []byte(c.Function.Arguments))
@@ -417,10 +417,11 @@ func (a *Agent) downgrade(why string) {
 // without real tool-call training often send a bare name.
 func (a *Agent) nativeCallsBroken(calls []llm.ToolCall) bool {
 	for _, c := range calls {
-		if !a.runner.offered(c.Function.Name) {
+		name := canonicalTool(c.Function.Name)
+		if !a.runner.offered(name) {
 			continue
 		}
-		if _, err := a.runner.checkCall(c.Function.Name, []byte(c.Function.Arguments)); missingRequired(err) {
+		if _, err := a.runner.checkCall(name, []byte(c.Function.Arguments)); missingRequired(err) {
 			return true
 		}
 	}

@@ -31,5 +31,5 @@ func visibleText(s string) string {
 // not make; the loop then sends one nudge. A wrong nudge costs one request,
 // a missed one ends the task early.
 func (a *Agent) looksLikeAction(content string) bool {
-	return a.parser.LooksLikeAction(content)
+	return a.actionParser.LooksLikeAction(content)
 }

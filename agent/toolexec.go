@@ -105,11 +105,14 @@ func normalizeArgs(args []byte) []byte {
 }
 
 // checkCall validates a call without running it.
+//
+// name must be canonical (see canonicalTool); aliased argument names are
+// renamed to ours.
 func (r *toolRunner) checkCall(name string, args []byte) ([]byte, error) {
 	if !r.offered(name) {
 		return nil, fmt.Errorf("unknown tool %q. Available tools: %s", name, strings.Join(r.names(), ", "))
 	}
-	args = normalizeArgs(args)
+	args = canonicalArgs(name, normalizeArgs(args))
 	if _, err := r.cat.validate(name, args); err != nil {
 		return nil, err
 	}
@@ -146,6 +149,7 @@ func (r *toolRunner) store(out string) string {
 }
 
 func (r *toolRunner) dispatch(ctx context.Context, name string, rawArgs []byte) (ToolResult, error) {
+	name = canonicalTool(name)
 	args, err := r.checkCall(name, rawArgs)
 	if err != nil {
 		return errResult("%s: %v", name, err), nil

@@ -65,3 +65,34 @@ func TestWorkspaceToolsMatchDesign(t *testing.T) {
 		}
 	}
 }
+
+func TestAliasesFromOtherToolSets(t *testing.T) {
+	ws := newMemWorkspace(map[string]string{"a.go": "package a\n"})
+	c := &fakeClient{replies: []replyFn{
+		calls("Read", `{"file_path":"a.go"}`, "Bash", `{"cmd":"ls"}`, "str_replace", `{"path":"a.go","old_str":"package a","new_str":"package b"}`),
+		text(`<tool_call>{"name": "LS", "arguments": {}}</tool_call>`),
+		text("I fixed the run() helper; done."),
+	}}
+	a := newTestAgent(t, c, ws, nil)
+	res, err := a.Run(t.Context(), "go")
+	if err != nil || res.Text != "I fixed the run() helper; done." {
+		t.Fatalf("res = %+v, err = %v", res, err)
+	}
+	var names []string
+	for _, r := range res.ToolCalls {
+		names = append(names, r.Name)
+		if r.IsError {
+			t.Errorf("%s failed", r.Name)
+		}
+	}
+	if got := strings.Join(names, ","); got != "read_file,bash,edit_file,list_dir" {
+		t.Fatalf("calls = %s", got)
+	}
+	if ws.files["a.go"] != "package b\n" {
+		t.Fatalf("a.go = %q", ws.files["a.go"])
+	}
+	// An alias never overrides an argument given under our own name.
+	if got := string(canonicalArgs(ToolReadFile, []byte(`{"path":"x","file_path":"y"}`))); !strings.Contains(got, `"path":"x"`) {
+		t.Fatalf("args = %s", got)
+	}
+}
