@@ -219,7 +219,7 @@ func (a *Agent) hardCompact(target int, mustFit bool) {
 	if drop > from {
 		note := llm.Message{Role: llm.RoleUser, Name: checkpointName,
 			Content: fmt.Sprintf("[%d earlier messages were removed to fit the context window. "+
-				"Re-read files you need rather than relying on memory of them.]", drop-from)}
+				"Re-read files you need rather than relying on memory of them.]", drop-from) + a.todoNote()}
 		nh := make([]llm.Message, 0, len(h)-(drop-from)+1)
 		nh = append(nh, h[:from]...)
 		nh = append(nh, note)
@@ -275,6 +275,17 @@ func cutOutputs(h []llm.Message, from, to, limit int) {
 			}
 		}
 	}
+}
+
+// todoNote restates the todo list after compaction: the todo_write call
+// that set it may be among the removed turns.
+func (a *Agent) todoNote() string {
+	a.runner.mu.Lock()
+	defer a.runner.mu.Unlock()
+	if len(a.runner.todos) == 0 {
+		return ""
+	}
+	return "\n\nYour current todo list:\n" + renderTodos(a.runner.todos)
 }
 
 // shrinkArgs cuts long string values in a call's JSON arguments and keeps
@@ -384,7 +395,7 @@ func (a *Agent) checkpoint(ctx context.Context, res *Result) error {
 	}
 	before := estimateMessages(h) + a.extraTokens()
 	cp := llm.Message{Role: llm.RoleUser, Name: checkpointName + "-" + strconv.Itoa(len(h)-keep),
-		Content: "[Checkpoint: summary of the earlier conversation, which was removed to save context]\n" + summary}
+		Content: "[Checkpoint: summary of the earlier conversation, which was removed to save context]\n" + summary + a.todoNote()}
 	nh := make([]llm.Message, 0, from+1+len(h)-keep)
 	nh = append(nh, h[:from]...)
 	nh = append(nh, cp)

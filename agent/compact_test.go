@@ -90,6 +90,7 @@ func pairsIntact(t *testing.T, h []llm.Message) {
 func TestHardCompaction(t *testing.T) {
 	a := newTestAgent(t, &fakeClient{}, newMemWorkspace(nil), func(o *Options) { o.ContextTokens = 4000 })
 	a.history = conversation(20, 2000) // ~10k tokens
+	a.runner.todos = []todoItem{{Content: "fix the bug", Status: "in_progress"}}
 	a.hardCompact(2000, false)
 	h := a.history
 	if h[0].Role != llm.RoleSystem || h[1].Content != "the task" {
@@ -98,7 +99,7 @@ func TestHardCompaction(t *testing.T) {
 	if got := estimateMessages(h) + a.extraTokens(); got > 2000 {
 		t.Fatalf("still %d tokens", got)
 	}
-	if !strings.Contains(h[2].Content, "earlier messages were removed") {
+	if !strings.Contains(h[2].Content, "earlier messages were removed") || !strings.Contains(h[2].Content, "[~] fix the bug") {
 		t.Fatalf("no note about dropped turns: %+v", h[2])
 	}
 	last := h[len(h)-1]
