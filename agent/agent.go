@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -212,6 +213,7 @@ func New(opts Options) (*Agent, error) {
 	prefix := a.header.ID + "-"
 	a.runner = newToolRunner(opts.Workspace, newArtifactStore(opts.ArtifactDir, prefix), opts.Spawner)
 	a.runner.hooks = opts.Hooks
+	a.runner.todos = lastTodos(a.history)
 	a.runner.hookSink = a.hookEvent
 	names := a.runner.names()
 	cat := mustCatalog()
@@ -260,6 +262,26 @@ func (a *Agent) openSession() error {
 					a.mode = ToolModeText // it had switched before
 				}
 				break
+			}
+		}
+	}
+	return nil
+}
+
+// lastTodos finds the todo list the last todo_write call in a resumed
+// conversation set.
+func lastTodos(h []llm.Message) []todoItem {
+	for i := len(h) - 1; i >= 0; i-- {
+		calls := h[i].ToolCalls
+		for j := len(calls) - 1; j >= 0; j-- {
+			if canonicalTool(calls[j].Function.Name) != ToolTodoWrite {
+				continue
+			}
+			var a struct {
+				Todos []todoItem `json:"todos"`
+			}
+			if json.Unmarshal(canonicalArgs(ToolTodoWrite, normalizeArgs([]byte(calls[j].Function.Arguments))), &a) == nil {
+				return a.Todos
 			}
 		}
 	}

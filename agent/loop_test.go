@@ -480,3 +480,20 @@ func TestArtifactWithOneHugeLine(t *testing.T) {
 		t.Fatalf("page 2: %q", out)
 	}
 }
+
+func TestResumeRestoresTodoList(t *testing.T) {
+	path := t.TempDir() + "/s.jsonl"
+	c := &fakeClient{replies: []replyFn{
+		calls("todo_write", `{"todos":[{"content":"write tests","status":"in_progress"}]}`),
+		text("paused"),
+	}}
+	a := newTestAgent(t, c, newMemWorkspace(nil), func(o *Options) { o.SessionPath = path })
+	if _, err := a.Run(t.Context(), "go"); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.Close()
+	b := newTestAgent(t, &fakeClient{}, newMemWorkspace(nil), func(o *Options) { o.SessionPath = path; o.Resume = true })
+	if got := b.todoNote(); !strings.Contains(got, "[~] write tests") {
+		t.Fatalf("todo note after resume = %q", got)
+	}
+}
