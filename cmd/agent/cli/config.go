@@ -35,6 +35,11 @@ type SandboxConfig struct {
 	Tmpfs   string  `mapstructure:"tmpfs"` // size of /tmp and the home tmpfs
 	Toolbox string  `mapstructure:"toolbox"`
 	Runtime string  `mapstructure:"runtime"` // "" = engine default (runc); e.g. "runsc"
+	// Seccomp is "default" (the engine's profile) or "strict" (the
+	// project's allowlist, policy.StrictSeccomp).
+	Seccomp string `mapstructure:"seccomp"`
+	// Shell runs the bash tool; "" = /bin/bash when the image has it, else /bin/sh.
+	Shell string `mapstructure:"shell"`
 }
 
 // LLMConfig configures the model endpoint and the managed llama-server.
@@ -81,6 +86,8 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("sandbox.tmpfs", "1g")
 	v.SetDefault("sandbox.toolbox", "")
 	v.SetDefault("sandbox.runtime", "")
+	v.SetDefault("sandbox.seccomp", "default")
+	v.SetDefault("sandbox.shell", "")
 	v.SetDefault("llm.url", "")
 	v.SetDefault("llm.api_key", "")
 	v.SetDefault("llm.model", "")
