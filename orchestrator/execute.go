@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/localagent/agent/agent"
@@ -138,9 +140,43 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 	}
 	spec := o.sandboxSpec(t)
 	sstart := time.Now()
+	// A new worktree is empty: its files are checked out while the
+	// container is created and started, and the toolbox is asked for only
+	// when both are done. The sandbox user is chosen here (and the files
+	// handed to it after the checkout) so that Create does not walk a
+	// half-written tree.
+	var popErr error
+	var wg sync.WaitGroup
+	if !t.Populated {
+		u, err := sandboxUser(t.Worktree)
+		if err != nil {
+			return nil, err
+		}
+		spec.User = u.String()
+		if u.Chown {
+			sink.Emit(event.Event{Time: time.Now(), Kind: event.Notice, Task: t.ID,
+				Text: fmt.Sprintf("running as root: the sandbox runs as unprivileged %s and the worktree %s is handed to it", u, t.Worktree)})
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			popErr = o.populate(ctx, t, u)
+		}()
+	}
 	sb, err := e.Create(ctx, spec)
+	wg.Wait()
+	if err == nil && popErr != nil {
+		_ = sb.Remove(context.WithoutCancel(ctx))
+	}
+	if popErr != nil {
+		return nil, popErr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("creating the sandbox: %w", err)
+	}
+	if !t.Populated {
+		t.Populated = true
+		t.Timings.Worktree += time.Since(sstart).Milliseconds()
 	}
 	t.SandboxID = sb.ID
 	if err := o.store.Save(t); err != nil {
@@ -345,4 +381,47 @@ func (r *Run) recorder(save func()) (event.Sink, func()) {
 			_ = logf.Close()
 		}
 	}
+}
+
+// sandboxUser picks the sandbox's uid:gid for a worktree (see
+// sandbox.ChooseUser).
+func sandboxUser(dir string) (sandbox.UserChoice, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return sandbox.UserChoice{}, fmt.Errorf("task worktree: %w", err)
+	}
+	owner, group := 0, 0
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		owner, group = int(st.Uid), int(st.Gid)
+	}
+	return sandbox.ChooseUser(os.Geteuid(), os.Getegid(), owner, group), nil
+}
+
+// populate checks out a new task worktree and, when the sandbox runs as
+// another uid, hands the files to it (Lchown: never through a symlink).
+func (o *Orchestrator) populate(ctx context.Context, t *store.Task, u sandbox.UserChoice) error {
+	repo, err := o.openRepo(ctx, t)
+	if err != nil {
+		return err
+	}
+	wt, err := o.taskWorktree(repo, t)
+	if err != nil {
+		return err
+	}
+	if err := repo.Populate(ctx, wt); err != nil {
+		return err
+	}
+	if !u.Chown {
+		return nil
+	}
+	err = filepath.WalkDir(wt.Path, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, u.UID, u.GID)
+	})
+	if err != nil {
+		return fmt.Errorf("handing the worktree to uid %s: %w", u, err)
+	}
+	return nil
 }

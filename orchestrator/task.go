@@ -156,7 +156,7 @@ func (o *Orchestrator) NewTask(ctx context.Context, opts TaskOptions) (_ *Run, e
 	}
 
 	wstart := time.Now()
-	wt, err := repo.Add(ctx, worktree.AddOptions{Path: o.worktreePath(id), Branch: t.Branch, Start: t.StartCommit, Reason: "agent task " + id})
+	wt, err := repo.Add(ctx, worktree.AddOptions{Path: o.worktreePath(id), Branch: t.Branch, Start: t.StartCommit, Reason: "agent task " + id, NoCheckout: true})
 	if err != nil {
 		return nil, err
 	}

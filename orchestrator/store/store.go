@@ -83,6 +83,9 @@ type Task struct {
 	Branch      string `json:"branch"`
 	Worktree    string `json:"worktree"`
 	WorktreeGit string `json:"worktree_git_dir"`
+	// Populated is set once the worktree's files are checked out (the
+	// worktree is created empty and filled while the sandbox starts).
+	Populated bool `json:"populated"`
 
 	SandboxID string `json:"sandbox_id,omitempty"`
 	Image     string `json:"image,omitempty"`

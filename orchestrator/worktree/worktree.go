@@ -28,7 +28,15 @@ type AddOptions struct {
 	Start string
 	// Reason is recorded in the worktree's lock file.
 	Reason string
+	// NoCheckout creates the worktree without its files; Populate writes
+	// them later (so that the caller can overlap it with other work).
+	NoCheckout bool
 }
+
+// parallelCheckout makes git write a checkout's files with several
+// workers: writing many small files is bound by the file system, not the
+// CPU, so more workers than cores still help.
+var parallelCheckout = []string{"-c", "checkout.workers=8", "-c", "checkout.thresholdForParallelism=100"}
 
 // Add creates a branch at opts.Start and a worktree for it at opts.Path.
 //
@@ -58,8 +66,12 @@ func (r *Repo) Add(ctx context.Context, opts AddOptions) (*Worktree, error) {
 	if reason == "" {
 		reason = "agent task"
 	}
-	if _, err := r.g.out(ctx, r.CommonDir, r.Root, "worktree", "add", "--quiet", "--lock", "--reason", reason,
-		"-b", opts.Branch, "--", opts.Path, opts.Start); err != nil {
+	args := append(append([]string{}, parallelCheckout...), "worktree", "add", "--quiet", "--lock", "--reason", reason)
+	if opts.NoCheckout {
+		args = append(args, "--no-checkout")
+	}
+	args = append(args, "-b", opts.Branch, "--", opts.Path, opts.Start)
+	if _, err := r.g.out(ctx, r.CommonDir, r.Root, args...); err != nil {
 		_ = os.RemoveAll(opts.Path)
 		return nil, fmt.Errorf("creating worktree: %w", err)
 	}
@@ -109,6 +121,16 @@ func (r *Repo) Attach(w Worktree) (*Worktree, error) {
 		return nil, fmt.Errorf("worktree admin directory %s is gone (was the worktree removed with git?): %w", w.GitDir, err)
 	}
 	return &w, nil
+}
+
+// Populate writes the files of a worktree created with NoCheckout (index
+// and work tree from its HEAD), in parallel.
+func (r *Repo) Populate(ctx context.Context, w *Worktree) error {
+	args := append(append([]string{}, parallelCheckout...), "read-tree", "--reset", "-u", "HEAD")
+	if _, err := r.g.out(ctx, w.GitDir, w.Path, args...); err != nil {
+		return fmt.Errorf("checking out the task worktree: %w", err)
+	}
+	return nil
 }
 
 // Exists reports whether the worktree directory is still there.

@@ -437,3 +437,25 @@ func TestForeignOwnedWorktree(t *testing.T) {
 		t.Fatalf("commit of foreign-owned files: %q %v", c, err)
 	}
 }
+
+func TestNoCheckoutThenPopulate(t *testing.T) {
+	ctx := context.Background()
+	r := openRepo(t, newRepo(t))
+	base, _ := r.ResolveBase(ctx, "")
+	w, err := r.Add(ctx, AddOptions{Path: filepath.Join(t.TempDir(), "nc"), Branch: "agent/nc", Start: base.Commit, NoCheckout: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(w.Path); len(ents) != 0 {
+		t.Fatalf("no-checkout worktree has files: %v", ents)
+	}
+	if err := r.Populate(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.Path, "a.txt")); string(b) != "one\ntwo\nthree\n" {
+		t.Fatalf("a.txt = %q", b)
+	}
+	if ch, err := r.Changes(ctx, w); err != nil || len(ch) != 0 {
+		t.Fatalf("populated worktree not clean: %v %v", ch, err)
+	}
+}
