@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -198,6 +199,18 @@ func TestSessionInHardenedContainer(t *testing.T) {
 	}
 	t.Logf("timeout=1 returned after %v", time.Since(start))
 
+	// Commands get SIGPIPE's default action: a pipeline whose reader
+	// exits ends at once instead of spinning until its timeout (the
+	// toolbox must not pass an ignored SIGPIPE on to its children).
+	start = time.Now()
+	r = s.do("bash", `{"command":"yes | head -c 5; echo; grep SigIgn /proc/self/status","timeout":10}`)
+	if r.TimedOut || time.Since(start) > 5*time.Second || !strings.HasPrefix(r.Output, "y\ny\ny") {
+		t.Errorf("yes | head: timed out %v after %v: %q", r.TimedOut, time.Since(start), r.Output)
+	}
+	if ign := sigIgnMask(t, r.Output); ign&(1<<(syscall.SIGPIPE-1)) != 0 {
+		t.Errorf("commands run with SIGPIPE ignored (SigIgn %x)", ign)
+	}
+
 	// Output is capped with a marker.
 	r = s.do("bash", `{"command":"yes","timeout":1}`)
 	if !r.Truncated || !strings.Contains(r.Output, "bytes of output omitted") || len(r.Output) > 300<<10 {
@@ -333,4 +346,20 @@ func TestScratchImage(t *testing.T) {
 		}
 		want(t, r, tc.isError, tc.sub)
 	}
+}
+
+// sigIgnMask parses the SigIgn line of /proc/PID/status.
+func sigIgnMask(t *testing.T, out string) uint64 {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				t.Fatalf("SigIgn line %q: %v", line, err)
+			}
+			return m
+		}
+	}
+	t.Fatalf("no SigIgn line in %q", out)
+	return 0
 }

@@ -99,7 +99,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	// A closed stdout must become a write error (the session then cancels
 	// its commands), not a silent death by SIGPIPE that leaves them running.
-	signal.Ignore(syscall.SIGPIPE)
+	// The signal is caught, not ignored: an ignored signal is inherited
+	// across exec, and every command run by the bash tool would then see
+	// SIGPIPE ignored, so `yes | head` would spin until its timeout. A caught
+	// signal is reset to the default in children.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
