@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/localagent/agent/agent"
+	"github.com/localagent/agent/orchestrator"
 	"io"
 	"os"
 	"os/signal"
@@ -309,15 +311,24 @@ type SandboxToolOptions struct {
 	Args    json.RawMessage
 }
 
-// toolCaller runs one named tool with the model's JSON arguments in a
-// sandbox. The agent's tool layer (argument validation against each tool's
-// schema, the same checks a model's call goes through) slots in here by
-// replacing callToolAsAgent; until then calls go straight to the toolbox,
-// which validates arguments itself.
-type toolCaller func(ctx context.Context, sb *sandbox.Sandbox, name string, args json.RawMessage) (toolbox.Response, error)
-
-var callToolAsAgent toolCaller = func(ctx context.Context, sb *sandbox.Sandbox, name string, args json.RawMessage) (toolbox.Response, error) {
-	return sb.Tool(ctx, name, args)
+// callToolAsAgent runs one named tool with the model's JSON arguments in a
+// sandbox through the agent's own tool layer (argument normalisation and
+// schema validation, then the toolbox over the exec session), so the
+// result is exactly what a model's call would get.
+func callToolAsAgent(ctx context.Context, sb *sandbox.Sandbox, name string, args json.RawMessage) (toolbox.Response, error) {
+	res, err := agent.RunTool(ctx, orchestrator.NewWorkspace(sb), name, args, agent.ToolOptions{})
+	if err != nil {
+		return toolbox.Response{}, err
+	}
+	return toolbox.Response{
+		Output:     res.Output,
+		IsError:    res.IsError,
+		ExitCode:   res.ExitCode,
+		TimedOut:   res.TimedOut,
+		OOMKilled:  res.OOMKilled,
+		Truncated:  res.Truncated,
+		DurationMS: res.Duration.Milliseconds(),
+	}, nil
 }
 
 // NewCmdSandboxTool builds `agent sandbox tool`.
