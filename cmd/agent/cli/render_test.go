@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/localagent/agent/agent/event"
+)
+
+func sampleEvents() []event.Event {
+	zero, one := 0, 1
+	return []event.Event{
+		{Kind: event.Progress, Text: "sandbox abc ready"},
+		{Kind: event.TextDelta, Text: "I will "},
+		{Kind: event.TextDelta, Text: "run the tests."},
+		{Kind: event.ToolStarted, Tool: "bash", CallID: "c1", Args: `{"command":"go test ./..."}`},
+		{Kind: event.ToolFinished, Tool: "bash", CallID: "c1", ExitCode: &one, Duration: 1500 * time.Millisecond},
+		{Kind: event.ToolStarted, Tool: "read_file", CallID: "c2", Args: `{"path":"main.go"}`},
+		{Kind: event.ToolFinished, Tool: "read_file", CallID: "c2", IsError: true, Text: "no such file"},
+		{Kind: event.Usage, PromptTokens: 100, CompletionTokens: 20},
+		{Kind: event.ToolStarted, Tool: "bash", CallID: "c3", Args: `{"command":"go test ./..."}`},
+		{Kind: event.ToolFinished, Tool: "bash", CallID: "c3", ExitCode: &zero, Duration: time.Second},
+		{Kind: event.Notice, Text: "context compacted"},
+		{Kind: event.Done, State: "done", Text: "ok"},
+	}
+}
+
+func TestRenderPlain(t *testing.T) {
+	ios, _, out, errOut := TestStreams()
+	r := newEventRenderer(ios, false)
+	fixed := time.Unix(1000, 0)
+	r.start, r.now = fixed, func() time.Time { return fixed.Add(2 * time.Second) }
+	for _, e := range sampleEvents() {
+		r.Emit(e)
+	}
+	r.Close()
+	if out.Len() != 0 {
+		t.Errorf("plain mode wrote to stdout: %q", out)
+	}
+	got := errOut.String()
+	for _, want := range []string{
+		"  2.0s sandbox abc ready\n",
+		"I will run the tests.\n  2.0s > bash $ go test ./...\n",
+		"  2.0s   bash exit 1 (1.5s)\n",
+		"  2.0s   read_file error (0s): no such file\n",
+		"  2.0s note: context compacted\n",
+		"  2.0s done (done) · 3 tool calls · tokens 100 in / 20 out\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("plain output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "\x1b") {
+		t.Errorf("plain output has escape sequences:\n%q", got)
+	}
+}
+
+func TestRenderJSON(t *testing.T) {
+	ios, _, out, errOut := TestStreams()
+	r := newEventRenderer(ios, true)
+	for _, e := range sampleEvents() {
+		r.Emit(e)
+	}
+	r.Close()
+	if errOut.Len() != 0 {
+		t.Errorf("json mode wrote human text: %q", errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != len(sampleEvents()) {
+		t.Fatalf("%d lines for %d events", len(lines), len(sampleEvents()))
+	}
+	for _, l := range lines {
+		var e event.Event
+		if err := json.Unmarshal([]byte(l), &e); err != nil || e.Kind == "" || e.Time.IsZero() {
+			t.Errorf("bad line %q: %v", l, err)
+		}
+	}
+}
+
+func TestRenderLive(t *testing.T) {
+	var buf bytes.Buffer
+	ios := &IOStreams{Out: &bytes.Buffer{}, ErrOut: &buf, ErrTTY: true}
+	r := newEventRenderer(ios, false)
+	for _, e := range sampleEvents() {
+		r.Emit(e)
+	}
+	time.Sleep(250 * time.Millisecond) // one tick of the status line
+	r.Close()
+	got := buf.String()
+	if !strings.Contains(got, "tool calls · tokens 100 in / 20 out") {
+		t.Errorf("no status line:\n%q", got)
+	}
+	if !strings.HasSuffix(got, "\r\x1b[2K") && !strings.HasSuffix(got, "\n") {
+		t.Errorf("status line not cleared at the end: %q", got[len(got)-20:])
+	}
+}
