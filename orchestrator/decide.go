@@ -102,6 +102,10 @@ func (o *Orchestrator) merge(ctx context.Context, t *store.Task, squash bool) (O
 		return Outcome{}, fmt.Errorf("task %s is %s: only a finished task can be merged (resume it with `agent resume %s`, or look at it with `agent diff %s`)", t.ID, t.State, t.ID, t.ID)
 	}
 	if t.BaseBranch == "" {
+		if t.State == store.Review {
+			t.State, t.Decision = store.Kept, string(Keep)
+			_ = o.store.Save(t)
+		}
 		return Outcome{}, fmt.Errorf("task %s started from %s, which is not a branch: there is nothing to merge into; merge its branch yourself: git merge %s", t.ID, t.BaseRef, t.Branch)
 	}
 	repo, err := o.openRepo(ctx, t)
