@@ -232,3 +232,61 @@ func TestConcurrentTasks(t *testing.T) {
 		t.Error("the user's checkout changed")
 	}
 }
+
+// TestInterruptedTask: SIGINT (Ctrl-C) mid-task exits 130, records the
+// task as interrupted with its work in the worktree, removes its sandbox,
+// and the task resumes.
+func TestInterruptedTask(t *testing.T) {
+	c := RequireEngine(t)
+	env := NewAgentEnv(t, c)
+	repo := NewSampleRepo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := env.Command(ctx, repo, "task", "--llm", "script:"+writeScript(t, slowScript), "--approve", "keep", env.LabelFlag(), "Write a note")
+	var errOut strings.Builder
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	deadline := time.Now().Add(90 * time.Second)
+	for id == "" {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatal("the task never reached its long command")
+		}
+		if ents, _ := os.ReadDir(filepath.Join(env.StateDir, "worktrees")); len(ents) == 1 {
+			if _, err := os.Stat(filepath.Join(env.StateDir, "worktrees", ents[0].Name(), "started.txt")); err == nil {
+				id = ents[0].Name()
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	start := time.Now()
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Fatalf("exit code %d (%v), want 130\n%s", code, err, errOut.String())
+	}
+	t.Logf("stopped %v after SIGINT", time.Since(start).Round(time.Millisecond))
+	if !strings.Contains(errOut.String(), "agent resume "+id) {
+		t.Errorf("no resume hint:\n%s", errOut.String())
+	}
+	rec := loadRecord(t, env, id)
+	if rec.State != store.Interrupted {
+		t.Errorf("state %s, want interrupted", rec.State)
+	}
+	cs, err := LabelledContainers(ctx, c, env.Label)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 0 {
+		t.Errorf("%d sandbox containers left after Ctrl-C", len(cs))
+	}
+	out := mustRun(t, env, repo, "resume", id, "--llm", "script:"+writeScript(t, resumeScript), "--approve", "keep", env.LabelFlag())
+	if !strings.Contains(out, "kept branch") {
+		t.Fatalf("resume:\n%s", out)
+	}
+}
