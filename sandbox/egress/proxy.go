@@ -1,0 +1,665 @@
+package egress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/localagent/agent/policy"
+)
+
+// SocketName is the proxy's socket inside Config.Dir.
+const SocketName = "proxy.sock"
+
+// Defaults for the zero fields of Config.
+const (
+	DefaultDialTimeout = 10 * time.Second
+	DefaultIdleTimeout = 5 * time.Minute
+	DefaultMaxConns    = 64
+	// headerTimeout bounds how long a client may take to send its request
+	// line and headers, so idle half-open clients cannot hold slots.
+	headerTimeout = 30 * time.Second
+)
+
+// maxSocketPath is the longest unix socket path Linux accepts (sun_path is
+// 108 bytes including the terminating NUL).
+const maxSocketPath = 107
+
+// Resolver looks up the addresses of a name (net.Resolver satisfies it).
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// DialFunc dials a checked "ip:port" address.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// Config configures one task's proxy. Zero values are documented per field.
+type Config struct {
+	// Dir is the host directory created (mode 0755) to hold the socket; the
+	// sandbox bind-mounts it. Its ancestors should be private to the user
+	// (the state directory): the socket itself is connectable by any uid,
+	// because the sandbox's uid may differ from ours. Required.
+	Dir string
+	// LogPath is the JSONL file every attempt is appended to (created 0600).
+	// Keep it outside Dir, which the sandbox can read. Required.
+	LogPath string
+	// Task is recorded in every Record.
+	Task string
+	// Policy decides every destination. The zero Egress denies everything.
+	Policy policy.Egress
+	// OnRecord, when set, receives every Record after it is logged; it must
+	// be quick and safe for concurrent use.
+	OnRecord func(Record)
+	// Resolver resolves allowed names; nil uses net.DefaultResolver.
+	Resolver Resolver
+	// Dial dials checked addresses; nil uses a net.Dialer with DialTimeout.
+	Dial DialFunc
+	// DialTimeout bounds name resolution plus dialling; 0 means
+	// DefaultDialTimeout.
+	DialTimeout time.Duration
+	// IdleTimeout closes a connection on which nothing moved for this long;
+	// 0 means DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// MaxConns bounds concurrent client connections; more wait to be
+	// accepted. 0 means DefaultMaxConns.
+	MaxConns int
+	// Logger receives diagnostics (not the per-connection records); nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+// Record is one connection attempt, allowed or denied.
+type Record struct {
+	Time time.Time `json:"time"`
+	Task string    `json:"task,omitempty"`
+	// Method is "CONNECT" or the HTTP method of a plain proxied request.
+	Method string `json:"method"`
+	// Host and Port are the destination as the client asked for it.
+	Host string `json:"host"`
+	Port int    `json:"port"`
+	// Addr is the checked address dialled (or refused), when one was.
+	Addr string `json:"addr,omitempty"`
+	// Allowed is the policy's answer for the name and its addresses.
+	Allowed bool `json:"allowed"`
+	// Rule is the allowlist rule that matched, if any.
+	Rule string `json:"rule,omitempty"`
+	// Reason is why it was allowed or denied.
+	Reason string `json:"reason"`
+	// Error says why an allowed connection still failed (resolution, dial).
+	Error string `json:"error,omitempty"`
+}
+
+// Target is "host:port" as the client asked for it.
+func (r Record) Target() string { return net.JoinHostPort(r.Host, strconv.Itoa(r.Port)) }
+
+// Proxy is one task's running egress proxy.
+type Proxy struct {
+	cfg    Config
+	socket string
+	srv    *http.Server
+	ln     *limitListener
+	ctx    context.Context
+	cancel context.CancelFunc
+	log    *slog.Logger
+
+	logMu   sync.Mutex
+	logFile *os.File
+	logEnc  *json.Encoder
+
+	mu      sync.Mutex
+	closed  bool
+	tunnels map[net.Conn]struct{}
+	wg      sync.WaitGroup
+	served  chan struct{}
+	stopCtx func() bool
+}
+
+// Start creates Config.Dir and its socket and serves until Close or until
+// ctx is done.
+func Start(ctx context.Context, cfg Config) (*Proxy, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("egress proxy: no socket directory given")
+	}
+	if cfg.LogPath == "" {
+		return nil, errors.New("egress proxy: no log file given (every connection must be logged)")
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("egress proxy directory %s: %w", cfg.Dir, err)
+	}
+	cfg.Dir = dir
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.Resolver == nil {
+		cfg.Resolver = net.DefaultResolver
+	}
+	if cfg.Dial == nil {
+		d := &net.Dialer{Timeout: cfg.DialTimeout}
+		cfg.Dial = d.DialContext
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+
+	sock := filepath.Join(dir, SocketName)
+	if len(sock) > maxSocketPath {
+		return nil, fmt.Errorf("egress proxy socket path %s is %d bytes, longer than the %d a unix socket allows: use a shorter state directory", sock, len(sock), maxSocketPath)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("egress proxy directory: %w", err)
+	}
+	// 0755 whatever the umask: the sandbox's uid must be able to reach the
+	// socket through the bind mount; it can write nothing here.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("egress proxy directory: %w", err)
+	}
+	if fi, err := os.Lstat(sock); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("egress proxy: %s exists and is not a socket; refusing to replace it", sock)
+		}
+		// A socket left by a proxy that died (a killed orchestrator).
+		if err := os.Remove(sock); err != nil {
+			return nil, fmt.Errorf("egress proxy: removing stale socket: %w", err)
+		}
+	}
+	lf, err := os.OpenFile(cfg.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("egress log: %w", err)
+	}
+	ul, err := net.Listen("unix", sock)
+	if err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("egress proxy: listening on %s: %w", sock, err)
+	}
+	// connect(2) on a unix socket needs write permission on the socket file,
+	// and the sandbox runs as a uid that may not be ours.
+	if err := os.Chmod(sock, 0o666); err != nil {
+		ul.Close()
+		lf.Close()
+		return nil, fmt.Errorf("egress proxy socket: %w", err)
+	}
+
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	p := &Proxy{
+		cfg: cfg, socket: sock, ctx: pctx, cancel: cancel, log: logger,
+		logFile: lf, logEnc: json.NewEncoder(lf),
+		tunnels: map[net.Conn]struct{}{},
+		served:  make(chan struct{}),
+	}
+	p.ln = newLimitListener(ul, cfg.MaxConns)
+	p.srv = &http.Server{
+		Handler:           p,
+		ReadHeaderTimeout: headerTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return pctx },
+	}
+	go func() {
+		defer close(p.served)
+		if err := p.srv.Serve(p.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("egress proxy stopped", "task", cfg.Task, "err", err)
+		}
+	}()
+	stop := context.AfterFunc(ctx, func() { _ = p.Close() })
+	p.mu.Lock()
+	p.stopCtx = stop
+	p.mu.Unlock()
+	return p, nil
+}
+
+// Socket is the host path of the proxy's unix socket.
+func (p *Proxy) Socket() string { return p.socket }
+
+// Dir is the host directory holding the socket (what the sandbox mounts).
+func (p *Proxy) Dir() string { return p.cfg.Dir }
+
+// Close stops accepting, ends every open connection and waits for their
+// handlers, then closes the log. The socket file is removed. It is safe to
+// call more than once.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.wg.Wait()
+		return nil
+	}
+	p.closed = true
+	for c := range p.tunnels {
+		c.Close()
+	}
+	stop := p.stopCtx
+	p.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	p.cancel()
+	err := p.srv.Close() // the listener and every connection not hijacked
+	<-p.served
+	p.wg.Wait()
+	p.logMu.Lock()
+	if cerr := p.logFile.Close(); err == nil {
+		err = cerr
+	}
+	p.logMu.Unlock()
+	return err
+}
+
+// begin registers a handler; false once the proxy is closing.
+func (p *Proxy) begin() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.wg.Add(1)
+	return true
+}
+
+// track registers hijacked connections so Close can end them; false once
+// the proxy is closing (the caller then closes them itself).
+func (p *Proxy) track(cs ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	for _, c := range cs {
+		p.tunnels[c] = struct{}{}
+	}
+	return true
+}
+
+func (p *Proxy) untrack(cs ...net.Conn) {
+	p.mu.Lock()
+	for _, c := range cs {
+		delete(p.tunnels, c)
+	}
+	p.mu.Unlock()
+}
+
+// ServeHTTP handles one proxied request.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !p.begin() {
+		http.Error(w, "egress proxy is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	defer p.wg.Done()
+	if r.Method == http.MethodConnect {
+		p.serveConnect(w, r)
+		return
+	}
+	p.serveHTTP(w, r)
+}
+
+func (p *Proxy) serveConnect(w http.ResponseWriter, r *http.Request) {
+	host, port, err := splitTarget(r.Host, 0)
+	if err != nil {
+		p.badRequest(w, r, r.Host, err)
+		return
+	}
+	up, status, rec := p.connect(r.Context(), r.Method, host, port)
+	if up == nil {
+		http.Error(w, "egress "+statusWord(status)+": "+rec.reasonText(), status)
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		up.Close()
+		http.Error(w, "egress proxy: connection cannot be taken over", http.StatusInternalServerError)
+		return
+	}
+	client, brw, err := hj.Hijack()
+	if err != nil {
+		up.Close()
+		p.log.Debug("egress: hijack failed", "task", p.cfg.Task, "err", err)
+		return
+	}
+	if !p.track(client, up) {
+		client.Close()
+		up.Close()
+		return
+	}
+	defer p.untrack(client, up)
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		client.Close()
+		up.Close()
+		return
+	}
+	// Bytes the client sent right behind its CONNECT (a TLS hello) are
+	// already in the server's buffer.
+	var fromClient io.Reader = client
+	if n := brw.Reader.Buffered(); n > 0 {
+		fromClient = io.MultiReader(io.LimitReader(brw.Reader, int64(n)), client)
+	}
+	p.splice(client, fromClient, up)
+}
+
+// splice copies both ways until the destination closes, or the client has
+// finished sending and the destination has answered, or nothing moved for
+// IdleTimeout.
+func (p *Proxy) splice(client net.Conn, fromClient io.Reader, up net.Conn) {
+	closeBoth := func() { client.Close(); up.Close() }
+	// Every byte either way passes through up, so its idle timer sees all
+	// activity.
+	iup := newIdleConn(up, p.cfg.IdleTimeout, closeBoth)
+	defer iup.stop()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(iup, fromClient)
+		closeWrite(up)
+	}()
+	_, _ = io.Copy(client, iup)
+	closeBoth()
+	<-done
+}
+
+func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if !r.URL.IsAbs() || r.URL.Host == "" {
+		p.badRequest(w, r, r.Host, errors.New("this is an egress proxy: send absolute http:// URLs, or CONNECT for anything else"))
+		return
+	}
+	if r.URL.Scheme != "http" {
+		p.badRequest(w, r, r.URL.Host, fmt.Errorf("scheme %q cannot be proxied as plain HTTP: use CONNECT (https_proxy)", r.URL.Scheme))
+		return
+	}
+	host, port, err := splitTarget(r.URL.Host, 80)
+	if err != nil {
+		p.badRequest(w, r, r.URL.Host, err)
+		return
+	}
+	up, status, rec := p.connect(r.Context(), r.Method, host, port)
+	if up == nil {
+		http.Error(w, "egress "+statusWord(status)+": "+rec.reasonText(), status)
+		return
+	}
+	var once sync.Once
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			// The absolute URL names the destination that was checked; the
+			// Host header follows it so a virtual host cannot differ from
+			// what the policy saw.
+			pr.Out.Host = ""
+		},
+		Transport: &http.Transport{
+			// The one connection that was checked and dialled; any other
+			// dial (a retry) is refused rather than made unchecked.
+			DialContext: func(context.Context, string, string) (net.Conn, error) {
+				var c net.Conn
+				once.Do(func() { c = newIdleConn(up, p.cfg.IdleTimeout, func() { up.Close() }) })
+				if c == nil {
+					return nil, errors.New("egress proxy: connection already used")
+				}
+				return c, nil
+			},
+			Proxy:                 nil,
+			DisableKeepAlives:     true,
+			ResponseHeaderTimeout: p.cfg.IdleTimeout,
+		},
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			p.log.Debug("egress: proxied request failed", "task", p.cfg.Task, "target", rec.Target(), "err", err)
+			http.Error(w, "egress: bad gateway: "+err.Error(), http.StatusBadGateway)
+		},
+		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+	}
+	rp.ServeHTTP(w, r)
+	up.Close() // the transport closed it already unless it never dialled
+}
+
+// badRequest logs and answers a request the proxy could not even parse.
+func (p *Proxy) badRequest(w http.ResponseWriter, r *http.Request, target string, err error) {
+	host, portText, serr := net.SplitHostPort(target)
+	if serr != nil {
+		host = target
+	}
+	port, _ := strconv.Atoi(portText)
+	rec := Record{Time: time.Now(), Task: p.cfg.Task, Method: r.Method, Host: host, Port: port, Reason: err.Error()}
+	if lerr := p.record(rec); lerr != nil {
+		http.Error(w, "egress log unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	http.Error(w, "egress bad request: "+err.Error(), http.StatusBadRequest)
+}
+
+// connect decides, resolves, re-checks and dials one destination, and logs
+// the attempt. It returns the connection, or nil with the HTTP status to
+// answer.
+func (p *Proxy) connect(ctx context.Context, method, host string, port int) (net.Conn, int, Record) {
+	rec := Record{Time: time.Now(), Task: p.cfg.Task, Method: method, Host: host, Port: port}
+	fail := func(status int) (net.Conn, int, Record) {
+		if err := p.record(rec); err != nil {
+			return nil, http.StatusServiceUnavailable, Record{Reason: "egress log unavailable"}
+		}
+		return nil, status, rec
+	}
+
+	d := p.cfg.Policy.Decide(host, port)
+	rec.Allowed, rec.Rule, rec.Reason = d.Allowed, d.Rule, d.Reason
+	if !d.Allowed {
+		return fail(http.StatusForbidden)
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
+	defer cancel()
+	var addrs []netip.Addr
+	if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")); err == nil {
+		addrs = []netip.Addr{a}
+	} else {
+		// Only names the policy allowed are ever looked up, so a lookup
+		// cannot carry data out (DNS tunnelling) to a name of the
+		// sandbox's choosing.
+		addrs, err = p.cfg.Resolver.LookupNetIP(ctx, "ip", strings.TrimSuffix(host, "."))
+		if err != nil {
+			rec.Error = "resolving " + host + ": " + err.Error()
+			return fail(http.StatusBadGateway)
+		}
+	}
+	// Re-check every address: a permitted name may resolve to the host, the
+	// LAN or a metadata service (DNS rebinding). Only addresses that pass
+	// are dialled; the name itself is never handed to a dialler.
+	var ok []netip.Addr
+	var denied policy.Decision
+	for _, a := range addrs {
+		ipd := p.cfg.Policy.DecideIP(a, port)
+		if ipd.Allowed {
+			ok = append(ok, a)
+		} else if denied.Reason == "" {
+			denied = ipd
+			rec.Addr = netip.AddrPortFrom(a.Unmap(), uint16(port)).String()
+		}
+	}
+	if len(ok) == 0 {
+		rec.Allowed, rec.Rule = false, ""
+		rec.Reason = "resolved address refused: " + denied.Reason
+		if denied.Reason == "" {
+			rec.Reason = "no address for " + host
+		}
+		return fail(http.StatusForbidden)
+	}
+	rec.Addr = ""
+	var lastErr error
+	for _, a := range ok {
+		addr := netip.AddrPortFrom(a.Unmap(), uint16(port)).String()
+		c, err := p.cfg.Dial(ctx, "tcp", addr)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		rec.Addr = addr
+		// Logged before a byte is relayed; no log, no connection.
+		if err := p.record(rec); err != nil {
+			c.Close()
+			return nil, http.StatusServiceUnavailable, Record{Reason: "egress log unavailable"}
+		}
+		return c, 0, rec
+	}
+	rec.Error = "dialling " + host + ": " + lastErr.Error()
+	return fail(http.StatusBadGateway)
+}
+
+// record appends rec to the log and hands it to OnRecord.
+func (p *Proxy) record(rec Record) error {
+	p.logMu.Lock()
+	err := p.logEnc.Encode(rec)
+	p.logMu.Unlock()
+	if err != nil {
+		p.log.Error("egress: writing the log failed; refusing the connection", "task", p.cfg.Task, "err", err)
+		return err
+	}
+	if p.cfg.OnRecord != nil {
+		p.cfg.OnRecord(rec)
+	}
+	return nil
+}
+
+func (r Record) reasonText() string {
+	if r.Error != "" {
+		return r.Error
+	}
+	return r.Reason
+}
+
+func statusWord(status int) string {
+	switch status {
+	case http.StatusForbidden:
+		return "denied"
+	case http.StatusBadGateway:
+		return "failed"
+	default:
+		return "unavailable"
+	}
+}
+
+// splitTarget splits "host:port" (IPv6 in brackets). defaultPort applies
+// when the port is absent; 0 means the port is required (CONNECT).
+func splitTarget(target string, defaultPort int) (string, int, error) {
+	host, portText, err := net.SplitHostPort(target)
+	if err != nil {
+		if defaultPort == 0 || strings.Count(target, ":") > 0 && !strings.HasSuffix(target, "]") {
+			return "", 0, fmt.Errorf("destination %q must be host:port", target)
+		}
+		host, portText = strings.TrimSuffix(strings.TrimPrefix(target, "["), "]"), strconv.Itoa(defaultPort)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, fmt.Errorf("destination %q has an invalid port", target)
+	}
+	if host == "" {
+		return "", 0, fmt.Errorf("destination %q has no host", target)
+	}
+	return host, port, nil
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+		return
+	}
+	_ = c.Close()
+}
+
+// idleConn calls onIdle when neither Read nor Write moved a byte for d.
+type idleConn struct {
+	net.Conn
+	d time.Duration
+	t *time.Timer
+}
+
+func newIdleConn(c net.Conn, d time.Duration, onIdle func()) *idleConn {
+	return &idleConn{Conn: c, d: d, t: time.AfterFunc(d, onIdle)}
+}
+
+func (c *idleConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.t.Reset(c.d)
+	}
+	return n, err
+}
+
+func (c *idleConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if n > 0 {
+		c.t.Reset(c.d)
+	}
+	return n, err
+}
+
+func (c *idleConn) Close() error {
+	c.t.Stop()
+	return c.Conn.Close()
+}
+
+func (c *idleConn) stop() { c.t.Stop() }
+
+// limitListener accepts at most n connections at once; more wait in the
+// kernel's backlog until one closes.
+type limitListener struct {
+	net.Listener
+	sem  chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func newLimitListener(l net.Listener, n int) *limitListener {
+	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+func (l *limitListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+func (c *limitConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
