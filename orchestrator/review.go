@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
@@ -127,6 +128,11 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 	if wt, err := o.taskWorktree(repo, t); err == nil && wt.Exists() {
 		if rv.Uncommitted, err = repo.Changes(ctx, wt); err != nil {
 			return nil, err
+		}
+		for _, c := range rv.Uncommitted {
+			if strings.HasSuffix(c, "/") {
+				rv.Warnings = append(rv.Warnings, fmt.Sprintf("%s is a git repository of its own (did the agent run git init?): it was not committed and stays in the worktree %s", c, wt.Path))
+			}
 		}
 		// A .git the agent planted is never used by agent (host git always
 		// gets explicit paths) and never committed, but a user running

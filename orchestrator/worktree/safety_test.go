@@ -67,6 +67,10 @@ func TestHostGitIgnoresAgentWrittenGit(t *testing.T) {
 			w := addTask(t, r, "evil-"+name)
 			sentinel := filepath.Join(t.TempDir(), "pwned")
 			craftHostileGit(t, w.Path, sentinel, pointer)
+			// A nested repository (git would run its fsmonitor when
+			// recursing into it as a submodule).
+			nestedSentinel := filepath.Join(t.TempDir(), "pwned-nested")
+			craftHostileGit(t, filepath.Join(w.Path, "sub"), nestedSentinel, false)
 
 			// Everything the orchestrator does with a finished task.
 			if _, err := r.Changes(ctx, w); err != nil {
@@ -92,8 +96,13 @@ func TestHostGitIgnoresAgentWrittenGit(t *testing.T) {
 			if _, err := r.Merge(ctx, MergeOptions{Branch: w.Branch, Into: "main", Message: "merge"}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := os.Stat(sentinel); err == nil {
-				t.Fatal("host git ran a program the agent planted")
+			if _, err := r.Changes(ctx, w); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range []string{sentinel, nestedSentinel} {
+				if _, err := os.Stat(s); err == nil {
+					t.Fatalf("host git ran a program the agent planted (%s)", filepath.Base(s))
+				}
 			}
 			// The planted .git was never committed.
 			if out := plainGit(t, dir, "ls-tree", "-r", "--name-only", w.Branch); bytes.Contains([]byte(out), []byte(".git/")) || bytes.Contains([]byte("\n"+out+"\n"), []byte("\n.git\n")) {
@@ -107,6 +116,12 @@ func TestHostGitIgnoresAgentWrittenGit(t *testing.T) {
 			_ = cmd.Run()
 			if _, err := os.Stat(sentinel); err != nil {
 				t.Fatal("control failed: plain git status did not trigger the planted config, so this test proves nothing")
+			}
+			cmd = exec.Command("git", "status")
+			cmd.Dir = filepath.Join(w.Path, "sub")
+			_ = cmd.Run()
+			if _, err := os.Stat(nestedSentinel); err != nil {
+				t.Fatal("control failed: plain git status in the nested repository did not trigger its config")
 			}
 		})
 	}

@@ -147,11 +147,27 @@ func (r *Repo) Changes(ctx context.Context, w *Worktree) ([]string, error) {
 // CommitAll stages every change in the worktree (what .gitignore excludes
 // stays out) and commits it on the task branch as the agent, with message.
 // It returns "" when there was nothing to commit.
+//
+// Directories that are git repositories of their own (an agent ran `git
+// init` or `cargo new` in the workspace) are left out: git would record
+// them as a bare gitlink without their files, or refuse outright when they
+// have no commit. They stay in the worktree, listed by NestedRepos and by
+// Changes, so a worktree holding one is never removed as clean.
 func (r *Repo) CommitAll(ctx context.Context, w *Worktree, message string) (string, error) {
-	if _, err := r.g.out(ctx, w.GitDir, w.Path, "add", "-A"); err != nil {
+	nested, err := r.NestedRepos(ctx, w)
+	if err != nil {
+		return "", err
+	}
+	args := []string{"add", "-A", "--", "."}
+	for _, n := range nested {
+		args = append(args, ":(exclude,literal)"+n)
+	}
+	// Pathspec magic is off for every other run (GIT_LITERAL_PATHSPECS);
+	// here it is needed for the exclusions, whose paths are marked literal.
+	if _, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, args: args, env: []string{"GIT_LITERAL_PATHSPECS=0"}}); err != nil {
 		return "", fmt.Errorf("staging the task's changes: %w", err)
 	}
-	_, err := r.g.out(ctx, w.GitDir, w.Path, "diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv")
+	_, err = r.g.out(ctx, w.GitDir, w.Path, "diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv")
 	if err == nil {
 		return "", nil
 	}
@@ -164,6 +180,23 @@ func (r *Repo) CommitAll(ctx context.Context, w *Worktree, message string) (stri
 		return "", fmt.Errorf("committing the task's changes: %w", err)
 	}
 	return r.g.out(ctx, w.GitDir, "", "rev-parse", "--verify", "HEAD")
+}
+
+// NestedRepos lists the untracked directories of the worktree that are git
+// repositories of their own (git status shows them as one entry ending in
+// "/" even when asked for every untracked file).
+func (r *Repo) NestedRepos(ctx context.Context, w *Worktree) ([]string, error) {
+	changes, err := r.Changes(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	var nested []string
+	for _, c := range changes {
+		if strings.HasSuffix(c, "/") {
+			nested = append(nested, c)
+		}
+	}
+	return nested, nil
 }
 
 // Remove deletes the worktree directory and its admin directory. The
