@@ -20,6 +20,12 @@ modes:
   idle    block until SIGTERM or SIGINT (the sandbox container's main process)
   serve   a session: newline-delimited JSON requests on stdin, responses on stdout
   call    one JSON request on stdin, one response on stdout
+  forward relay TCP connections on a loopback address to the egress proxy's socket
+
+flags (idle, forward):
+  -egress-listen ADDR   loopback address to accept proxy connections on (e.g. 127.0.0.1:3128)
+  -egress-socket PATH   the host-side egress proxy's unix socket (e.g. /.agent/egress/proxy.sock)
+  (idle forwards only when both are given; forward requires both)
 
 flags (serve, call):
   -root DIR       workspace directory (default /workspace)
@@ -51,6 +57,51 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
+// idle is the container's main process: it blocks until SIGTERM or SIGINT
+// and, when given the egress flags, relays the container's proxy traffic to
+// the host-side egress proxy meanwhile. "forward" is the same relay without
+// the idle role and requires the flags.
+func idle(mode string, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("agent-toolbox "+mode, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("egress-listen", "", "loopback address to accept proxy connections on")
+	socket := fs.String("egress-socket", "", "the host-side egress proxy's unix socket")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "agent-toolbox %s takes no arguments, only flags (got %q)\n%s", mode, fs.Args(), usage)
+		return 2
+	}
+	if (*listen == "") != (*socket == "") || mode == "forward" && *listen == "" {
+		fmt.Fprintf(stderr, "agent-toolbox %s: -egress-listen and -egress-socket go together\n%s", mode, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if *listen == "" {
+		<-ctx.Done()
+		return 0
+	}
+	// Listening is checked before idling: a sandbox whose egress cannot work
+	// stops at once with the reason, instead of failing each command later.
+	ln, err := toolbox.ListenForward(*listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "agent-toolbox %s: %v\n", mode, err)
+		return 1
+	}
+	if err := toolbox.Forward(ctx, ln, *socket); err != nil {
+		fmt.Fprintf(stderr, "agent-toolbox %s: %v\n", mode, err)
+		if mode == "forward" {
+			return 1
+		}
+		// The sandbox stays usable without egress; commands see the proxy
+		// refuse connections, never a direct route.
+		<-ctx.Done()
+	}
+	return 0
+}
+
 // run runs the command and returns its exit code: 0 ok, 1 error, 2 usage.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -59,15 +110,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	mode, rest := args[0], args[1:]
 	switch mode {
-	case "idle":
-		if len(rest) > 0 {
-			fmt.Fprintf(stderr, "agent-toolbox idle takes no arguments\n%s", usage)
-			return 2
-		}
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-		defer stop()
-		<-ctx.Done()
-		return 0
+	case "idle", "forward":
+		return idle(mode, rest, stderr)
 	case "serve", "call":
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
