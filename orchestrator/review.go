@@ -141,6 +141,7 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 			rv.Warnings = append(rv.Warnings, fmt.Sprintf("the agent wrote a .git into its workspace (%s/.git); it was not committed and agent never uses it, but do not run git inside that directory yourself: inspect the task with `agent diff %s`", wt.Path, t.ID))
 		}
 	}
+	rv.Warnings = append(rv.Warnings, sensitiveChanges(rv.Stat, repo.ConfigValue(ctx, "core.hooksPath"))...)
 	if rv.Tests == nil {
 		rv.Warnings = append(rv.Warnings, "the agent ran no tests")
 	} else if !rv.Tests.Passed {
@@ -178,4 +179,61 @@ func (o *Orchestrator) Diff(ctx context.Context, t *store.Task, w io.Writer) err
 		}
 	}
 	return repo.Diff(ctx, t.BaseCommit, tip, w)
+}
+
+// sensitivePaths are files that make tools run code on the user's machine
+// once merged (git attributes and hooks, direnv, editor tasks, CI
+// workflows, pre-commit): a change to one deserves a second look.
+var sensitivePaths = []struct{ prefix, why string }{
+	{".gitattributes", "selects git filters and diff/merge drivers"},
+	{".gitmodules", "adds submodules"},
+	{".githooks/", "git hooks"},
+	{".husky/", "git hooks"},
+	{".pre-commit-config.yaml", "pre-commit hooks"},
+	{".envrc", "direnv runs it on cd"},
+	{".vscode/", "editor tasks and settings"},
+	{".devcontainer/", "dev container definition"},
+	{".github/workflows/", "CI workflows"},
+	{".gitlab-ci.yml", "CI pipeline"},
+}
+
+// sensitiveChanges lists warnings for changed files that run code when
+// used, and for symlinks that point outside the repository.
+func sensitiveChanges(st worktree.Stat, hooksPath string) []string {
+	var out []string
+	hooks := strings.TrimSuffix(strings.TrimPrefix(hooksPath, "./"), "/")
+	for _, f := range st.Files {
+		base := f.Path[strings.LastIndex(f.Path, "/")+1:]
+		for _, s := range sensitivePaths {
+			if f.Path == s.prefix || base == s.prefix || (strings.HasSuffix(s.prefix, "/") && strings.HasPrefix(f.Path, s.prefix)) {
+				out = append(out, fmt.Sprintf("the task changes %s (%s): review it before merging", f.Path, s.why))
+				break
+			}
+		}
+		if hooks != "" && !strings.HasPrefix(hooks, "/") && strings.HasPrefix(f.Path, hooks+"/") {
+			out = append(out, fmt.Sprintf("the task changes %s, in your core.hooksPath (%s): git would run it", f.Path, hooksPath))
+		}
+		if f.Mode == "120000" && (strings.HasPrefix(f.LinkTarget, "/") || escapes(f.Path, f.LinkTarget)) {
+			out = append(out, fmt.Sprintf("the task adds a symlink %s -> %s, which points outside the repository", f.Path, f.LinkTarget))
+		}
+	}
+	return out
+}
+
+// escapes reports whether a relative symlink at path leaves the repository.
+func escapes(path, target string) bool {
+	depth := strings.Count(path, "/")
+	for _, part := range strings.Split(target, "/") {
+		switch part {
+		case "..":
+			depth--
+			if depth < 0 {
+				return true
+			}
+		case ".", "":
+		default:
+			depth++
+		}
+	}
+	return false
 }

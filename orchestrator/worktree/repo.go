@@ -272,3 +272,10 @@ func (r *Repo) CountCommits(ctx context.Context, from, to string) (int, error) {
 	_, err = fmt.Sscanf(out, "%d", &n)
 	return n, err
 }
+
+// ConfigValue reads one setting of the repository's (and the user's)
+// configuration; "" when unset.
+func (r *Repo) ConfigValue(ctx context.Context, key string) string {
+	v, _ := r.g.out(ctx, r.CommonDir, "", "config", "--get", "--", key)
+	return v
+}

@@ -38,6 +38,11 @@ type FileStat struct {
 	Added   int    `json:"added"`
 	Deleted int    `json:"deleted"`
 	Binary  bool   `json:"binary,omitempty"`
+	// Mode is the new file mode ("100644", "100755", "120000" for a
+	// symlink); empty for a deleted file.
+	Mode string `json:"mode,omitempty"`
+	// LinkTarget is where a new or changed symlink points.
+	LinkTarget string `json:"link_target,omitempty"`
 }
 
 // Stat is a diffstat.
@@ -72,6 +77,28 @@ func (r *Repo) DiffStat(ctx context.Context, from, to string) (Stat, error) {
 	for i := 0; i+1 < len(f); i += 2 {
 		byPath[f[i+1]] = len(st.Files)
 		st.Files = append(st.Files, FileStat{Status: f[i], Path: f[i+1]})
+	}
+	raw, err := r.g.out(ctx, r.CommonDir, "", "diff", "--no-ext-diff", "--no-textconv", "--no-renames", "--raw", "--no-abbrev", "-z", from, to, "--")
+	if err != nil {
+		return st, fmt.Errorf("git diff: %w", err)
+	}
+	rf := strings.Split(raw, "\x00")
+	for i := 0; i+1 < len(rf); i += 2 {
+		// ":old_mode new_mode old_sha new_sha status" NUL path
+		meta := strings.Fields(strings.TrimPrefix(rf[i], ":"))
+		j, ok := byPath[rf[i+1]]
+		if len(meta) < 4 || !ok {
+			continue
+		}
+		if meta[1] != "000000" {
+			st.Files[j].Mode = meta[1]
+		}
+		if meta[1] == "120000" {
+			target, err := r.g.out(ctx, r.CommonDir, "", "cat-file", "blob", meta[3])
+			if err == nil {
+				st.Files[j].LinkTarget = target
+			}
+		}
 	}
 	num, err := r.g.out(ctx, r.CommonDir, "", "diff", "--no-ext-diff", "--no-textconv", "--no-renames", "--numstat", "-z", from, to, "--")
 	if err != nil {

@@ -27,7 +27,11 @@ func printReview(w io.Writer, rv *orchestrator.Review) {
 	}
 	fmt.Fprintf(w, "\nFiles: %s\n", rv.Stat.String())
 	for _, f := range rv.Stat.Files {
-		if f.Binary {
+		switch {
+		case f.Mode == "120000":
+			fmt.Fprintf(w, "  %s %s -> %s (symlink)\n", f.Status, f.Path, f.LinkTarget)
+			continue
+		case f.Binary:
 			fmt.Fprintf(w, "  %s %s (binary)\n", f.Status, f.Path)
 			continue
 		}

@@ -1,6 +1,11 @@
 package orchestrator
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/localagent/agent/orchestrator/worktree"
+)
 
 func TestSlug(t *testing.T) {
 	for in, want := range map[string]string{
@@ -31,6 +36,29 @@ func TestIsTestCommand(t *testing.T) {
 	for _, c := range no {
 		if IsTestCommand(c) {
 			t.Errorf("%q detected as a test command", c)
+		}
+	}
+}
+
+func TestSensitiveChanges(t *testing.T) {
+	st := worktree.Stat{Files: []worktree.FileStat{
+		{Path: "src/main.go", Mode: "100644"},
+		{Path: ".gitattributes", Mode: "100644"},
+		{Path: "sub/.gitattributes", Mode: "100644"},
+		{Path: ".github/workflows/ci.yml", Mode: "100644"},
+		{Path: "tools/hooks/pre-commit", Mode: "100755"},
+		{Path: "link", Mode: "120000", LinkTarget: "/etc/passwd"},
+		{Path: "a/up", Mode: "120000", LinkTarget: "../../x"},
+		{Path: "a/ok", Mode: "120000", LinkTarget: "../README.md"},
+	}}
+	got := sensitiveChanges(st, "tools/hooks")
+	want := []string{".gitattributes", "sub/.gitattributes", ".github/workflows/ci.yml", "tools/hooks/pre-commit", "link -> /etc/passwd", "a/up -> ../../x"}
+	if len(got) != len(want) {
+		t.Fatalf("got %d warnings, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i, w := range want {
+		if !strings.Contains(got[i], w) {
+			t.Errorf("warning %d = %q, want it to name %q", i, got[i], w)
 		}
 	}
 }
