@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
 )
 
@@ -59,6 +60,65 @@ func TestSensitiveChanges(t *testing.T) {
 	for i, w := range want {
 		if !strings.Contains(got[i], w) {
 			t.Errorf("warning %d = %q, want it to name %q", i, got[i], w)
+		}
+	}
+}
+
+func TestCommitMessage(t *testing.T) {
+	tk := &store.Task{ID: "abc123", Model: "qwen", Prompt: "Add pagination to the users endpoint, with a page size flag and tests for the edge cases\nand docs"}
+	msg := CommitMessage(tk, "Added pagination.")
+	lines := strings.Split(msg, "\n")
+	if len(lines[0]) > 72 || !strings.HasPrefix(lines[0], "Add pagination to the users endpoint") || lines[1] != "" {
+		t.Errorf("subject/blank line wrong:\n%s", msg)
+	}
+	for _, want := range []string{"Task:\nAdd pagination", "Agent summary:\nAdded pagination.", "\nAgent-Task: abc123\nAgent-Model: qwen\n"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+}
+
+func TestDetectTests(t *testing.T) {
+	zero, one := 0, 1
+	if DetectTests([]store.Command{{Command: "ls"}}) != nil {
+		t.Error("tests detected among no test commands")
+	}
+	tr := DetectTests([]store.Command{{Command: "go test ./...", ExitCode: &one}, {Command: "ls", ExitCode: &zero}, {Command: "go test ./...", ExitCode: &zero}})
+	if tr == nil || !tr.Passed || tr.Runs != 2 {
+		t.Errorf("got %+v", tr)
+	}
+	tr = DetectTests([]store.Command{{Command: "make test", ExitCode: &zero}, {Command: "make test", ExitCode: &one}})
+	if tr == nil || tr.Passed {
+		t.Errorf("last run failed but got %+v", tr)
+	}
+}
+
+func TestReconcileMarksDeadTasks(t *testing.T) {
+	o, err := New(Options{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"dead01", "live01", "done01"} {
+		state := store.Running
+		if id == "done01" {
+			state = store.Kept
+		}
+		if err := o.Store().Save(&store.Task{ID: id, State: state, PID: 999999}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release, err := o.Store().Claim("live01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	marked, err := o.Reconcile()
+	if err != nil || len(marked) != 1 || marked[0] != "dead01" {
+		t.Fatalf("marked %v, %v", marked, err)
+	}
+	for id, want := range map[string]store.State{"dead01": store.Interrupted, "live01": store.Running, "done01": store.Kept} {
+		if tk, _ := o.Store().Load(id); tk.State != want {
+			t.Errorf("%s: %s, want %s", id, tk.State, want)
 		}
 	}
 }
