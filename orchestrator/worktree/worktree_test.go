@@ -37,9 +37,18 @@ func write(t *testing.T, path, content string) {
 	}
 }
 
+// integration skips tests that run real git under -short.
+func integration(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test with real git; skipped with -short")
+	}
+}
+
 // newRepo makes a repository with one commit on main.
 func newRepo(t *testing.T) string {
 	t.Helper()
+	integration(t)
 	dir := t.TempDir()
 	plainGit(t, dir, "init", "-q", "-b", "main")
 	write(t, filepath.Join(dir, "README.md"), "hello\n")
@@ -73,6 +82,7 @@ func addTask(t *testing.T, r *Repo, id string) *Worktree {
 }
 
 func TestOpenErrors(t *testing.T) {
+	integration(t)
 	ctx := context.Background()
 	if _, err := Open(ctx, t.TempDir()); !errors.Is(err, ErrNotRepository) {
 		t.Errorf("plain directory: got %v, want ErrNotRepository", err)
