@@ -176,3 +176,9 @@ func lines(s string, sep byte) []string {
 	}
 	return out
 }
+
+// noCancel keeps a writing operation from being killed halfway: git killed
+// while it writes leaves an index.lock behind (blocking every later git
+// command in that checkout) or a half-updated checkout. Such operations
+// are short; a Ctrl-C takes effect when they are done.
+func noCancel(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }

@@ -69,6 +69,7 @@ type MergeResult struct {
 // refuses to overwrite local changes, after an explicit check that names the
 // files; the branch then moves with a compare-and-swap update-ref.
 func (r *Repo) Merge(ctx context.Context, opts MergeOptions) (MergeResult, error) {
+	ctx = noCancel(ctx)
 	var res MergeResult
 	if opts.Into == "" {
 		return res, ErrNotBranch

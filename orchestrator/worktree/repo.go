@@ -185,6 +185,7 @@ func status(ctx context.Context, g git, gitDir, workTree string) ([]string, erro
 // not ignored) as a commit on top of base, without touching their index,
 // working tree or any ref: it uses a temporary index file.
 func (r *Repo) Snapshot(ctx context.Context, base Base, message string) (string, error) {
+	ctx = noCancel(ctx)
 	tmp, err := os.CreateTemp("", "agent-snapshot-index-*")
 	if err != nil {
 		return "", fmt.Errorf("snapshot: %w", err)

@@ -46,6 +46,7 @@ var parallelCheckout = []string{"-c", "checkout.workers=8", "-c", "checkout.thre
 // where the repository is nor be able to redirect host git by rewriting the
 // pointer. Host git reaches the worktree only through GitDir.
 func (r *Repo) Add(ctx context.Context, opts AddOptions) (*Worktree, error) {
+	ctx = noCancel(ctx)
 	if err := r.CheckBranchName(ctx, opts.Branch); err != nil {
 		return nil, err
 	}
@@ -126,6 +127,7 @@ func (r *Repo) Attach(w Worktree) (*Worktree, error) {
 // Populate writes the files of a worktree created with NoCheckout (index
 // and work tree from its HEAD), in parallel.
 func (r *Repo) Populate(ctx context.Context, w *Worktree) error {
+	ctx = noCancel(ctx)
 	args := append(append([]string{}, parallelCheckout...), "read-tree", "--reset", "-u", "HEAD")
 	if _, err := r.g.out(ctx, w.GitDir, w.Path, args...); err != nil {
 		return fmt.Errorf("checking out the task worktree: %w", err)
@@ -154,6 +156,7 @@ func (r *Repo) Changes(ctx context.Context, w *Worktree) ([]string, error) {
 // have no commit. They stay in the worktree, listed by NestedRepos and by
 // Changes, so a worktree holding one is never removed as clean.
 func (r *Repo) CommitAll(ctx context.Context, w *Worktree, message string) (string, error) {
+	ctx = noCancel(ctx)
 	nested, err := r.NestedRepos(ctx, w)
 	if err != nil {
 		return "", err
@@ -202,6 +205,7 @@ func (r *Repo) NestedRepos(ctx context.Context, w *Worktree) ([]string, error) {
 // Remove deletes the worktree directory and its admin directory. The
 // branch stays (see DeleteBranch).
 func (r *Repo) Remove(ctx context.Context, w *Worktree) error {
+	ctx = noCancel(ctx)
 	if err := removeAll(w.Path); err != nil {
 		return fmt.Errorf("removing worktree %s: %w", w.Path, err)
 	}
@@ -235,6 +239,7 @@ func removeAll(path string) error {
 // DeleteBranch deletes a branch, but only if it still points at tip (so a
 // commit made meanwhile is never lost silently).
 func (r *Repo) DeleteBranch(ctx context.Context, branch, tip string) error {
+	ctx = noCancel(ctx)
 	if err := r.CheckBranchName(ctx, branch); err != nil {
 		return err
 	}
