@@ -178,6 +178,13 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 		if fi.Mode()&os.ModeSocket == 0 {
 			return nil, fmt.Errorf("egress proxy: %s exists and is not a socket; refusing to replace it", sock)
 		}
+		// A live socket belongs to a proxy still serving this directory:
+		// replacing it would cut that one off (and its Close would later
+		// unlink ours).
+		if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("egress proxy: %s is in use by another proxy", sock)
+		}
 		// A socket left by a proxy that died (a killed orchestrator).
 		if err := os.Remove(sock); err != nil {
 			return nil, fmt.Errorf("egress proxy: removing stale socket: %w", err)
@@ -315,11 +322,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) serveConnect(w http.ResponseWriter, r *http.Request) {
 	host, port, err := splitTarget(r.Host, 0)
 	if err != nil {
+		w.Header().Set("Connection", "close")
 		p.badRequest(w, r, r.Host, err)
 		return
 	}
-	up, status, rec := p.connect(r.Context(), r.Method, host, port)
+	up, status, rec := p.connect(r.Method, host, port)
 	if up == nil {
+		// Whatever the client sent behind a refused CONNECT was meant for
+		// the tunnel; it must not be read as further proxy requests.
+		w.Header().Set("Connection", "close")
 		http.Error(w, "egress "+statusWord(status)+": "+rec.reasonText(), status)
 		return
 	}
@@ -389,7 +400,7 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		p.badRequest(w, r, r.URL.Host, err)
 		return
 	}
-	up, status, rec := p.connect(r.Context(), r.Method, host, port)
+	up, status, rec := p.connect(r.Method, host, port)
 	if up == nil {
 		http.Error(w, "egress "+statusWord(status)+": "+rec.reasonText(), status)
 		return
@@ -445,7 +456,7 @@ func (p *Proxy) badRequest(w http.ResponseWriter, r *http.Request, target string
 // connect decides, resolves, re-checks and dials one destination, and logs
 // the attempt. It returns the connection, or nil with the HTTP status to
 // answer.
-func (p *Proxy) connect(ctx context.Context, method, host string, port int) (net.Conn, int, Record) {
+func (p *Proxy) connect(method, host string, port int) (net.Conn, int, Record) {
 	rec := Record{Time: time.Now(), Task: p.cfg.Task, Method: method, Host: host, Port: port}
 	fail := func(status int) (net.Conn, int, Record) {
 		if err := p.record(rec); err != nil {
@@ -460,7 +471,11 @@ func (p *Proxy) connect(ctx context.Context, method, host string, port int) (net
 		return fail(http.StatusForbidden)
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
+	// The proxy's context, not the request's: a client that half-closes
+	// right after its CONNECT (printf ... | nc) has not gone away, but the
+	// HTTP server cancels the request context on seeing its EOF. The dial
+	// is bounded by DialTimeout and by Close either way.
+	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.DialTimeout)
 	defer cancel()
 	var addrs []netip.Addr
 	if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")); err == nil {

@@ -514,3 +514,28 @@ func TestCancelledContextCloses(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRefusedConnectClosesConnection: bytes a client pipelines behind a
+// refused CONNECT (meant for the tunnel) are never read as proxy requests.
+func TestRefusedConnectClosesConnection(t *testing.T) {
+	f := start(t, policy.MustParseEgress("allowed.example"), nil, "", nil)
+	c, err := net.Dial("unix", f.p.Socket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprint(c, "CONNECT denied.example:443 HTTP/1.1\r\nHost: denied.example:443\r\n\r\nGET http://allowed.example/ HTTP/1.1\r\nHost: allowed.example\r\n\r\n")
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("CONNECT: %v %v; want 403", resp, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if b, err := io.ReadAll(br); len(b) != 0 || err != nil {
+		t.Fatalf("after a refused CONNECT the proxy answered more: %q %v", b, err)
+	}
+	if recs := readLog(t, f.logPath); len(recs) != 1 {
+		t.Fatalf("log %+v; want only the CONNECT", recs)
+	}
+}
