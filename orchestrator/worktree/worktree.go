@@ -125,9 +125,17 @@ func (r *Repo) Attach(w Worktree) (*Worktree, error) {
 }
 
 // Populate writes the files of a worktree created with NoCheckout (index
-// and work tree from its HEAD), in parallel.
+// and work tree from its HEAD), in parallel. It may be run again after a
+// checkout that was killed halfway: the caller must make sure that nothing
+// else uses the worktree (it clears a stale index.lock of that run).
 func (r *Repo) Populate(ctx context.Context, w *Worktree) error {
 	ctx = noCancel(ctx)
+	if !r.ownsAdminDir(w.GitDir) {
+		return fmt.Errorf("worktree admin directory %q is not inside %s", w.GitDir, r.CommonDir)
+	}
+	if err := os.Remove(filepath.Join(w.GitDir, "index.lock")); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("clearing a stale index lock: %w", err)
+	}
 	args := append(append([]string{}, parallelCheckout...), "read-tree", "--reset", "-u", "HEAD")
 	if _, err := r.g.out(ctx, w.GitDir, w.Path, args...); err != nil {
 		return fmt.Errorf("checking out the task worktree: %w", err)
