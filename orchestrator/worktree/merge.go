@@ -206,6 +206,13 @@ func (r *Repo) adminDirOf(path string) (string, error) {
 // updateCheckout moves a checkout's index and files from tree from to tree
 // to, refusing when that would touch a file with uncommitted changes.
 func (r *Repo) updateCheckout(ctx context.Context, co *checkout, from, to string) error {
+	// Moving the branch under a merge, rebase, cherry-pick or revert in
+	// progress would corrupt it.
+	for _, f := range []string{"MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "rebase-merge", "rebase-apply"} {
+		if _, err := os.Lstat(filepath.Join(co.gitDir, f)); err == nil {
+			return fmt.Errorf("your checkout %s is in the middle of a %s; finish or abort it, then merge again with `agent merge`", co.path, inProgress(f))
+		}
+	}
 	dirty, err := status(ctx, r.g, co.gitDir, co.path)
 	if err != nil {
 		return err
@@ -234,4 +241,16 @@ func (r *Repo) updateCheckout(ctx context.Context, co *checkout, from, to string
 		return fmt.Errorf("updating your checkout %s (nothing was changed): %w", co.path, err)
 	}
 	return nil
+}
+
+func inProgress(marker string) string {
+	switch marker {
+	case "MERGE_HEAD":
+		return "merge"
+	case "CHERRY_PICK_HEAD":
+		return "cherry-pick"
+	case "REVERT_HEAD":
+		return "revert"
+	}
+	return "rebase"
 }

@@ -469,3 +469,32 @@ func TestNoCheckoutThenPopulate(t *testing.T) {
 		t.Fatalf("populated worktree not clean: %v %v", ch, err)
 	}
 }
+
+func TestMergeRefusesOperationInProgress(t *testing.T) {
+	ctx := context.Background()
+	dir := newRepo(t)
+	r := openRepo(t, dir)
+	w := addTask(t, r, "inprog")
+	write(t, filepath.Join(w.Path, "n.txt"), "n\n")
+	if _, err := r.CommitAll(ctx, w, "n"); err != nil {
+		t.Fatal(err)
+	}
+	// A merge of the user's own, stopped on a conflict.
+	plainGit(t, dir, "checkout", "-q", "-b", "side")
+	write(t, filepath.Join(dir, "a.txt"), "side\n")
+	plainGit(t, dir, "commit", "-q", "-am", "side")
+	plainGit(t, dir, "checkout", "-q", "main")
+	write(t, filepath.Join(dir, "a.txt"), "main\n")
+	plainGit(t, dir, "commit", "-q", "-am", "main")
+	cmd := exec.Command("git", "merge", "side")
+	cmd.Dir = dir
+	_ = cmd.Run()
+	before := plainGit(t, dir, "rev-parse", "main")
+	_, err := r.Merge(ctx, MergeOptions{Branch: w.Branch, Into: "main", Message: "m"})
+	if err == nil || !strings.Contains(err.Error(), "in the middle of a merge") {
+		t.Fatalf("got %v", err)
+	}
+	if plainGit(t, dir, "rev-parse", "main") != before {
+		t.Error("main moved under the user's merge")
+	}
+}
