@@ -66,6 +66,9 @@ Without a terminal no form can be shown: pass --approve.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Prompt = args[0]
 			opts.Run.changed(cmd)
+			// The repository's .agent/config.yaml applies, not the one of
+			// the directory agent was started in.
+			f.SetProjectDir(func() string { return projectDir(opts.Repo) })
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -81,7 +84,6 @@ Without a terminal no form can be shown: pass --approve.`,
 	opts.Run.add(cmd)
 	fl.StringArrayVar(&opts.Labels, "label", nil, "extra sandbox container label KEY=VALUE (repeatable)")
 	_ = fl.MarkHidden("label")
-	f.SetProjectDir(func() string { return projectDir(opts.Repo) })
 	return cmd
 }
 
