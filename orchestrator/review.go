@@ -185,6 +185,7 @@ func (o *Orchestrator) Diff(ctx context.Context, t *store.Task, w io.Writer) err
 // once merged (git attributes and hooks, direnv, editor tasks, CI
 // workflows, pre-commit): a change to one deserves a second look.
 var sensitivePaths = []struct{ prefix, why string }{
+	{".agent/", "agent's own project configuration: model endpoint, sandbox, hooks of later tasks"},
 	{".gitattributes", "selects git filters and diff/merge drivers"},
 	{".gitmodules", "adds submodules"},
 	{".githooks/", "git hooks"},

@@ -45,6 +45,7 @@ func TestSensitiveChanges(t *testing.T) {
 	st := worktree.Stat{Files: []worktree.FileStat{
 		{Path: "src/main.go", Mode: "100644"},
 		{Path: ".gitattributes", Mode: "100644"},
+		{Path: ".agent/config.yaml", Mode: "100644"},
 		{Path: "sub/.gitattributes", Mode: "100644"},
 		{Path: ".github/workflows/ci.yml", Mode: "100644"},
 		{Path: "tools/hooks/pre-commit", Mode: "100755"},
@@ -53,7 +54,7 @@ func TestSensitiveChanges(t *testing.T) {
 		{Path: "a/ok", Mode: "120000", LinkTarget: "../README.md"},
 	}}
 	got := sensitiveChanges(st, "tools/hooks")
-	want := []string{".gitattributes", "sub/.gitattributes", ".github/workflows/ci.yml", "tools/hooks/pre-commit", "link -> /etc/passwd", "a/up -> ../../x"}
+	want := []string{".gitattributes", ".agent/config.yaml", "sub/.gitattributes", ".github/workflows/ci.yml", "tools/hooks/pre-commit", "link -> /etc/passwd", "a/up -> ../../x"}
 	if len(got) != len(want) {
 		t.Fatalf("got %d warnings, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
 	}
