@@ -539,3 +539,127 @@ func TestRefusedConnectClosesConnection(t *testing.T) {
 		t.Fatalf("log %+v; want only the CONNECT", recs)
 	}
 }
+
+// TestLogFailureRefuses: no log, no connection — an attempt the proxy
+// cannot record is refused before anything is dialled.
+func TestLogFailureRefuses(t *testing.T) {
+	_, host, port := origin(t)
+	target := net.JoinHostPort(host, strconv.Itoa(port))
+	f := start(t, policy.MustParseEgress(target), nil, "", nil)
+	if code, _ := get(t, f, "http://"+target+"/"); code != 200 {
+		t.Fatalf("control: GET = %d; want 200 while the log works", code)
+	}
+	f.p.logMu.Lock()
+	f.p.logFile.Close() // every later write fails
+	f.p.logMu.Unlock()
+	if code, body := get(t, f, "http://"+target+"/"); code != http.StatusServiceUnavailable || strings.Contains(body, "hello") {
+		t.Fatalf("GET with a broken log = %d %q; want 503", code, body)
+	}
+	if code, _ := connectGet(t, f, target); code != http.StatusServiceUnavailable {
+		t.Fatalf("CONNECT with a broken log = %d; want 503", code)
+	}
+}
+
+// TestTunnelCarriesLargeTransfers checks the splice both ways with a
+// half-close, and a plain proxied POST body.
+func TestTunnelCarriesLargeTransfers(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				// Echo everything, then close after the client's half-close.
+				_, _ = io.Copy(c, c)
+				c.Close()
+			}()
+		}
+	}()
+	target := l.Addr().String()
+	f := start(t, policy.MustParseEgress(target), nil, "", nil)
+	c, br, resp := connectTunnel(t, f, target)
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT = %d", resp.StatusCode)
+	}
+	payload := []byte(strings.Repeat("0123456789abcdef", 1<<19)) // 8 MiB
+	go func() {
+		_, _ = c.Write(payload)
+		_ = c.(*net.UnixConn).CloseWrite()
+	}()
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	got, err := io.ReadAll(br)
+	if err != nil || len(got) != len(payload) || string(got) != string(payload) {
+		t.Fatalf("echoed %d bytes (%v); want the %d sent, intact", len(got), err, len(payload))
+	}
+
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(w, r.Body) }))
+	defer echo.Close()
+	u, _ := url.Parse(echo.URL)
+	f2 := start(t, policy.MustParseEgress(u.Host), nil, "", nil)
+	tr := &http.Transport{
+		Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: "proxy"}),
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", f2.p.Socket())
+		},
+	}
+	defer tr.CloseIdleConnections()
+	resp, err = (&http.Client{Transport: tr}).Post(echo.URL+"/", "application/octet-stream", strings.NewReader(string(payload)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(body) != string(payload) {
+		t.Fatalf("POST echoed %d bytes (%v); want %d", len(body), err, len(payload))
+	}
+}
+
+// BenchmarkConnect is one CONNECT, a small request through the tunnel, and
+// the close: the per-connection cost the proxy adds.
+func BenchmarkConnect(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") }))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	dir := b.TempDir()
+	p, err := Start(context.Background(), Config{Dir: filepath.Join(dir, "s"), LogPath: filepath.Join(dir, "l"), Policy: policy.MustParseEgress(u.Host)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	for b.Loop() {
+		c, err := net.Dial("unix", p.Socket())
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\nGET / HTTP/1.0\r\n\r\n", u.Host, u.Host)
+		if _, err := io.ReadAll(c); err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
+	}
+}
+
+// BenchmarkDirect is the same request without the proxy, for the ratio.
+func BenchmarkDirect(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") }))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	for b.Loop() {
+		c, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Fprint(c, "GET / HTTP/1.0\r\n\r\n")
+		if _, err := io.ReadAll(c); err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
+	}
+}
