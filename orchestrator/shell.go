@@ -16,6 +16,9 @@ func (o *Orchestrator) ShellSandbox(ctx context.Context, t *store.Task) (sb *san
 	if t.State.Final() {
 		return nil, false, fmt.Errorf("task %s is %s: its worktree is gone", t.ID, t.State)
 	}
+	if !t.Populated {
+		return nil, false, fmt.Errorf("task %s never got as far as checking out its files: resume it with `agent resume %s`", t.ID, t.ID)
+	}
 	repo, err := o.openRepo(ctx, t)
 	if err != nil {
 		return nil, false, err
