@@ -73,6 +73,12 @@ type Spec struct {
 	// Shell runs the bash tool's commands (as SHELL -c COMMAND). "" means
 	// /bin/bash when the image has it (models write bash), else /bin/sh.
 	Shell string
+	// EgressDir is the host directory holding the task's egress proxy
+	// socket (egress.Proxy.Dir). "" means no egress at all: the container
+	// has only a loopback interface. When set, the network mode stays none;
+	// the socket is mounted read-only and a forwarder on the container's
+	// loopback is the only way out, through the policy-enforcing proxy.
+	EgressDir string
 }
 
 // withDefaults fills zero fields and validates what can be checked without
@@ -273,6 +279,11 @@ func containerConfig(s Spec, user UserChoice) (*container.Config, *container.Hos
 			{Type: mount.TypeBind, Source: s.Toolbox, Target: ToolboxPath, ReadOnly: true},
 		},
 		LogConfig: container.LogConfig{Type: "none"},
+	}
+	if s.EgressDir != "" {
+		if err := ApplyEgress(cfg, hc, s.EgressDir); err != nil {
+			return nil, nil, err
+		}
 	}
 	return cfg, hc, nil
 }

@@ -10,10 +10,13 @@
 // the container's mount namespace: a symlink in the workspace that points at
 // a host path reaches the container's file of that name, never the host's.
 //
-// The binary has three modes: "idle" (the container's main process, under
-// docker-init, blocking until SIGTERM), "serve" (one long-lived exec
-// carrying newline-delimited Request/Response frames; see Server.Serve) and
-// "call" (one request per exec, the fallback; see Server.Call). Server is
+// The binary has four modes: "idle" (the container's main process, under
+// docker-init, blocking until SIGTERM; with -egress-listen/-egress-socket it
+// also runs the egress forwarder), "serve" (one long-lived exec carrying
+// newline-delimited Request/Response frames; see Server.Serve), "call" (one
+// request per exec, the fallback; see Server.Call) and "forward" (the
+// egress forwarder alone: a TCP listener on the container's loopback
+// copying bytes to the host proxy's unix socket; see Forward). Server is
 // usable in-process with any Root, which is how the unit tests run.
 //
 // Commands run as /bin/sh -c in their own process group. Timeouts, cancels
