@@ -40,6 +40,11 @@ type SandboxConfig struct {
 	Seccomp string `mapstructure:"seccomp"`
 	// Shell runs the bash tool; "" = /bin/bash when the image has it, else /bin/sh.
 	Shell string `mapstructure:"shell"`
+	// Egress lists the hosts a task's sandbox may reach through the
+	// policy-enforcing proxy (policy.ParseEgress syntax: "example.com",
+	// "*.example.com", "host:8443"). Empty, the default, means no network at
+	// all.
+	Egress []string `mapstructure:"egress"`
 }
 
 // LLMConfig configures the model endpoint and the managed llama-server.
@@ -59,8 +64,12 @@ type LLMConfig struct {
 
 // AgentConfig configures the agent loop.
 type AgentConfig struct {
-	MaxIterations int         `mapstructure:"max_iterations"`
-	Hooks         HooksConfig `mapstructure:"hooks"`
+	MaxIterations int `mapstructure:"max_iterations"`
+	// ToolMode is how tools are offered to the model: auto (native tool
+	// calls, falling back to text when the server rejects them), native or
+	// text.
+	ToolMode string      `mapstructure:"tool_mode"`
+	Hooks    HooksConfig `mapstructure:"hooks"`
 }
 
 // HooksConfig lists shell commands run inside the sandbox at points of the
@@ -88,6 +97,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("sandbox.runtime", "")
 	v.SetDefault("sandbox.seccomp", "default")
 	v.SetDefault("sandbox.shell", "")
+	v.SetDefault("sandbox.egress", []string{})
 	v.SetDefault("llm.url", "")
 	v.SetDefault("llm.api_key", "")
 	v.SetDefault("llm.model", "")
@@ -98,6 +108,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("llm.gpus", "all")
 	v.SetDefault("llm.start_timeout", 300*time.Second)
 	v.SetDefault("agent.max_iterations", 25)
+	v.SetDefault("agent.tool_mode", "auto")
 	v.SetDefault("agent.hooks.session_start", []string{})
 	v.SetDefault("agent.hooks.pre_tool", []string{})
 	v.SetDefault("agent.hooks.post_tool", []string{})
