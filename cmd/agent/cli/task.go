@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/spf13/cobra"
 
 	"github.com/localagent/agent/agent"
@@ -155,12 +156,21 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox configuration: %w", err)
 	}
+	var seccomp *specs.LinuxSeccomp
+	switch cfg.Sandbox.Seccomp {
+	case "", "default":
+	case "strict":
+		seccomp = policy.StrictSeccomp()
+	default:
+		return nil, nil, fmt.Errorf("configuration sandbox.seccomp is %q: want default or strict", cfg.Sandbox.Seccomp)
+	}
 	tb, tbErr := sandbox.FindToolbox(cfg.Sandbox.Toolbox)
 	o, err := orchestrator.New(orchestrator.Options{
 		StateDir: cfg.StateDir,
 		Engine:   func(ctx context.Context) (*sandbox.Engine, error) { return sandboxEngine(ctx, f) },
 		Sandbox: sandbox.Spec{
 			Image: cfg.Sandbox.Image, Toolbox: tb, Limits: limits, Runtime: cfg.Sandbox.Runtime, Labels: labels,
+			Seccomp: seccomp, Shell: cfg.Sandbox.Shell,
 		},
 		ToolboxError:  tbErr,
 		Sink:          sink,
