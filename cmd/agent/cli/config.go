@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +25,10 @@ type Config struct {
 	LLM      LLMConfig     `mapstructure:"llm"`
 	Agent    AgentConfig   `mapstructure:"agent"`
 	Images   ImagesConfig  `mapstructure:"images"`
+
+	// Warnings are problems found while loading that did not stop it (keys
+	// a project config may not set).
+	Warnings []string `mapstructure:"-"`
 }
 
 // SandboxConfig configures the workspace containers.
@@ -138,10 +143,11 @@ func userConfigFile() string {
 // configLoader collects flag bindings while commands are built and loads the
 // configuration once, on first use, so --help never reads a file.
 type configLoader struct {
-	v       *viper.Viper
-	projDir func() string // directory whose .agent/config.yaml applies
-	cfg     *Config
-	err     error
+	v        *viper.Viper
+	projDir  func() string // directory whose .agent/config.yaml applies
+	cfg      *Config
+	err      error
+	warnings []string
 }
 
 func newConfigLoader() *configLoader {
@@ -171,21 +177,43 @@ func (l *configLoader) load() (*Config, error) {
 	return l.cfg, l.err
 }
 
+// projectKeys are the only keys a repository's own .agent/config.yaml may
+// set. The file comes with the code, and the code is not trusted: a cloned
+// repository, or a change an agent made and the user merged, must not be
+// able to point the model endpoint elsewhere (llm.url would send the code
+// there), open egress, swap the sandbox image, runtime or toolbox, or move
+// the state directory. Those belong to the user's own config, environment
+// and flags. Hooks are allowed: they run inside the sandbox.
+var projectKeys = []string{
+	"agent.max_iterations",
+	"agent.tool_mode",
+	"agent.hooks.session_start",
+	"agent.hooks.pre_tool",
+	"agent.hooks.post_tool",
+	"sandbox.memory",
+	"sandbox.cpus",
+	"sandbox.pids",
+	"sandbox.tmpfs",
+	"sandbox.shell",
+	"llm.model",
+	"llm.ctx",
+	"llm.parallel",
+	"llm.gpus",
+	"llm.start_timeout",
+}
+
 func (l *configLoader) read() (*Config, error) {
-	files := []string{userConfigFile()}
-	if d := l.projDir(); d != "" {
-		files = append(files, filepath.Join(d, ".agent", "config.yaml"))
+	if f := userConfigFile(); f != "" {
+		if _, err := os.Stat(f); err == nil {
+			l.v.SetConfigFile(f)
+			if err := l.v.MergeInConfig(); err != nil {
+				return nil, fmt.Errorf("reading config %s: %w", f, err)
+			}
+		}
 	}
-	for _, f := range files {
-		if f == "" {
-			continue
-		}
-		if _, err := os.Stat(f); errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		l.v.SetConfigFile(f)
-		if err := l.v.MergeInConfig(); err != nil {
-			return nil, fmt.Errorf("reading config %s: %w", f, err)
+	if d := l.projDir(); d != "" {
+		if err := l.mergeProject(filepath.Join(d, ".agent", "config.yaml")); err != nil {
+			return nil, err
 		}
 	}
 	var c Config
@@ -200,5 +228,47 @@ func (l *configLoader) read() (*Config, error) {
 		return nil, fmt.Errorf("config: state_dir: %w", err)
 	}
 	c.StateDir = abs
+	c.Warnings = l.warnings
 	return &c, nil
+}
+
+// mergeProject merges the allowed keys of a project config file and
+// records a warning for every other key it sets.
+func (l *configLoader) mergeProject(file string) error {
+	if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	pv := viper.New()
+	pv.SetConfigFile(file)
+	if err := pv.ReadInConfig(); err != nil {
+		return fmt.Errorf("reading project config %s: %w", file, err)
+	}
+	allowed := map[string]any{}
+	for _, key := range pv.AllKeys() {
+		if !slices.Contains(projectKeys, key) {
+			l.warnings = append(l.warnings, fmt.Sprintf("%s: ignoring %q: a repository's config may not set it (set it in %s, AGENT_%s or a flag)",
+				file, key, userConfigFile(), strings.ToUpper(strings.ReplaceAll(key, ".", "_"))))
+			continue
+		}
+		setNested(allowed, strings.Split(key, "."), pv.Get(key))
+	}
+	if len(allowed) == 0 {
+		return nil
+	}
+	if err := l.v.MergeConfigMap(allowed); err != nil {
+		return fmt.Errorf("project config %s: %w", file, err)
+	}
+	return nil
+}
+
+func setNested(m map[string]any, path []string, v any) {
+	for _, p := range path[:len(path)-1] {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[p] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = v
 }

@@ -28,7 +28,18 @@ func NewFactory(ios *IOStreams) *Factory {
 }
 
 // Config loads the configuration (once).
-func (f *Factory) Config() (*Config, error) { return f.conf.load() }
+// Warnings found while loading (keys a project config may not set) are
+// printed once, to stderr.
+func (f *Factory) Config() (*Config, error) {
+	first := f.conf.cfg == nil && f.conf.err == nil
+	cfg, err := f.conf.load()
+	if first && cfg != nil {
+		for _, w := range cfg.Warnings {
+			fmt.Fprintf(f.IO.ErrOut, "agent: warning: %s\n", w)
+		}
+	}
+	return cfg, err
+}
 
 // BindFlag makes fl override the configuration key when the user sets it.
 func (f *Factory) BindFlag(key string, fl *pflag.Flag) { f.conf.bind(key, fl) }
