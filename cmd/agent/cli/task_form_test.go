@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+
 	"github.com/localagent/agent/sandbox"
 	"github.com/localagent/agent/sandbox/sandboxtest"
 )
@@ -37,8 +39,7 @@ func gitOut(t *testing.T, dir string, args ...string) string {
 // keystrokes through a pipe (the streams claim to be a terminal), and
 // checks that each choice does what it says to the repository.
 func TestTaskFormDecides(t *testing.T) {
-	e := sandboxtest.RequireDocker(t)
-	_ = e
+	sandboxtest.RequireDocker(t)
 	t.Setenv(sandbox.ToolboxEnv, sandboxtest.Toolbox(t))
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	t.Setenv("AGENT_STATE_DIR", filepath.Join(t.TempDir(), "state"))
@@ -47,7 +48,7 @@ func TestTaskFormDecides(t *testing.T) {
 	c := sandboxtest.Client(t)
 	t.Cleanup(func() {
 		for _, ct := range sandboxtest.Containers(t, c, label) {
-			sandboxtest.RemoveOnCleanup(t, c, ct.ID)
+			_ = c.ContainerRemove(context.Background(), ct.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 		}
 	})
 	script := filepath.Join(moduleRoot(), "demo", "script.yaml")
