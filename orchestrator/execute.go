@@ -301,8 +301,12 @@ func (r *Run) commit(ctx context.Context, res agent.Result) error {
 func CommitMessage(t *store.Task, summary string) string {
 	subject, _, _ := strings.Cut(t.Prompt, "\n")
 	subject = strings.TrimSpace(subject)
-	if len(subject) > 72 {
-		subject = strings.TrimSpace(cutRunes(subject, 69)) + "..."
+	if len([]rune(subject)) > 72 {
+		cut := cutRunes(subject, 69)
+		if i := strings.LastIndex(cut, " "); i > 40 {
+			cut = cut[:i]
+		}
+		subject = strings.TrimRight(cut, " ,;:") + "..."
 	}
 	var b strings.Builder
 	b.WriteString(subject + "\n\n")
