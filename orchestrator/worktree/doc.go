@@ -21,8 +21,12 @@
 //     environment is scrubbed of every GIT_* variable.
 //
 // Filter, diff and merge drivers are selected by attributes (which the agent
-// can write) but defined only in config, which the agent cannot reach: the
-// user's global and repository config are trusted, the sandbox is not.
+// can write) but defined only in config, which the agent cannot reach.
+// Still, the agent could pick one of the user's own drivers for its files,
+// so every git run in a task worktree switches off all configured filters
+// (the worktree holds exactly the committed bytes), and diffs never run
+// textconv or external programs. The user's merge drivers run only when
+// the user merges a task after reviewing it.
 //
 // This package must never run git without the hardening above, never run git
 // with a working directory inside a worktree, and never open worktree files

@@ -165,10 +165,10 @@ func (r *Repo) Dirty(ctx context.Context) ([]string, error) {
 	return status(ctx, r.g, r.GitDir, r.Root)
 }
 
-func status(ctx context.Context, g git, gitDir, workTree string) ([]string, error) {
+func status(ctx context.Context, g git, gitDir, workTree string, pre ...string) ([]string, error) {
 	// Not g.out: porcelain lines start with a space that must survive.
-	out, err := g.run(ctx, invocation{gitDir: gitDir, workTree: workTree,
-		args: []string{"status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all", "--no-renames"}})
+	args := append(append([]string{}, pre...), "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all", "--no-renames")
+	out, err := g.run(ctx, invocation{gitDir: gitDir, workTree: workTree, args: args})
 	if err != nil {
 		return nil, fmt.Errorf("git status of %s: %w", workTree, err)
 	}

@@ -139,7 +139,7 @@ func (r *Repo) Diff(ctx context.Context, from, to string, w io.Writer) error {
 // (tracked files only; uncommitted work of a running or interrupted task).
 func (r *Repo) DiffWorktree(ctx context.Context, w *Worktree, from string, out io.Writer) error {
 	_, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, stdout: out,
-		args: []string{"diff", "--no-ext-diff", "--no-textconv", "--no-color", "--stat", "--patch", from, "--"}})
+		args: append(r.noFilters(ctx, w.GitDir), "diff", "--no-ext-diff", "--no-textconv", "--no-color", "--stat", "--patch", from, "--")})
 	if err != nil {
 		return fmt.Errorf("git diff: %w", err)
 	}

@@ -126,3 +126,37 @@ func TestHostGitIgnoresAgentWrittenGit(t *testing.T) {
 		})
 	}
 }
+
+// TestUserFiltersDoNotRunOnAgentFiles: a filter driver from the user's
+// own configuration, selected by a .gitattributes the agent wrote, does not
+// run when the task's files are committed. Control: plain git add in the
+// same worktree runs it.
+func TestUserFiltersDoNotRunOnAgentFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := newRepo(t)
+	sentinel := filepath.Join(t.TempDir(), "filtered")
+	plainGit(t, dir, "config", "filter.crypt.clean", "touch "+sentinel+"; cat")
+	plainGit(t, dir, "config", "filter.crypt.process", "touch "+sentinel+"; false")
+	plainGit(t, dir, "config", "filter.crypt.required", "true")
+	r := openRepo(t, dir)
+	w := addTask(t, r, "filters")
+	write(t, filepath.Join(w.Path, ".gitattributes"), "* filter=crypt\n")
+	write(t, filepath.Join(w.Path, "secret.txt"), "plain text\n")
+	c, err := r.CommitAll(ctx, w, "files")
+	if err != nil || c == "" {
+		t.Fatalf("commit: %q %v", c, err)
+	}
+	if _, err := os.Stat(sentinel); err == nil {
+		t.Fatal("a configured filter ran on the agent's files")
+	}
+	if got := plainGit(t, dir, "cat-file", "blob", c+":secret.txt"); got != "plain text" {
+		t.Errorf("committed content = %q", got)
+	}
+	// Control.
+	write(t, filepath.Join(w.Path, "more.txt"), "more\n")
+	cmd := exec.Command("git", "--git-dir="+w.GitDir, "--work-tree="+w.Path, "add", "-A")
+	_ = cmd.Run()
+	if _, err := os.Stat(sentinel); err != nil {
+		t.Fatal("control failed: plain git add did not run the filter, so this test proves nothing")
+	}
+}

@@ -136,7 +136,7 @@ func (r *Repo) Populate(ctx context.Context, w *Worktree) error {
 	if err := os.Remove(filepath.Join(w.GitDir, "index.lock")); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("clearing a stale index lock: %w", err)
 	}
-	args := append(append([]string{}, parallelCheckout...), "read-tree", "--reset", "-u", "HEAD")
+	args := append(append(r.noFilters(ctx, w.GitDir), parallelCheckout...), "read-tree", "--reset", "-u", "HEAD")
 	if _, err := r.g.out(ctx, w.GitDir, w.Path, args...); err != nil {
 		return fmt.Errorf("checking out the task worktree: %w", err)
 	}
@@ -151,7 +151,7 @@ func (w *Worktree) Exists() bool {
 
 // Changes lists uncommitted paths in the task worktree.
 func (r *Repo) Changes(ctx context.Context, w *Worktree) ([]string, error) {
-	return status(ctx, r.g, w.GitDir, w.Path)
+	return status(ctx, r.g, w.GitDir, w.Path, r.noFilters(ctx, w.GitDir)...)
 }
 
 // CommitAll stages every change in the worktree (what .gitignore excludes
@@ -169,7 +169,7 @@ func (r *Repo) CommitAll(ctx context.Context, w *Worktree, message string) (stri
 	if err != nil {
 		return "", err
 	}
-	args := []string{"add", "-A", "--", "."}
+	args := append(r.noFilters(ctx, w.GitDir), "add", "-A", "--", ".")
 	for _, n := range nested {
 		args = append(args, ":(exclude,literal)"+n)
 	}
@@ -186,11 +186,41 @@ func (r *Repo) CommitAll(ctx context.Context, w *Worktree, message string) (stri
 		return "", fmt.Errorf("checking staged changes: %w", err)
 	}
 	if _, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path,
-		args:  []string{"commit", "--quiet", "--no-verify", "--cleanup=whitespace", "-F", "-"},
+		args:  append(r.noFilters(ctx, w.GitDir), "commit", "--quiet", "--no-verify", "--cleanup=whitespace", "-F", "-"),
 		stdin: strings.NewReader(message), env: r.identityEnv(ctx, true)}); err != nil {
 		return "", fmt.Errorf("committing the task's changes: %w", err)
 	}
 	return r.g.out(ctx, w.GitDir, "", "rev-parse", "--verify", "HEAD")
+}
+
+// noFilters returns -c settings that switch off every filter driver the
+// configuration defines, for every git run in a task worktree (checkout,
+// status, add, diff). There the agent chooses both the content and,
+// through a .gitattributes it wrote, which filter runs on it: even the
+// user's own drivers (git-lfs, git-crypt, anything in their config) must
+// not run on it unreviewed. Filters are off consistently, so the worktree
+// holds exactly the committed bytes (an LFS pointer stays a pointer) and
+// nothing looks modified that is not.
+func (r *Repo) noFilters(ctx context.Context, gitDir string) []string {
+	out, _ := r.g.out(ctx, gitDir, "", "config", "--name-only", "--get-regexp", `^filter\.`)
+	var args []string
+	seen := map[string]bool{}
+	for _, key := range lines(out, '\n') {
+		name := strings.TrimPrefix(key, "filter.")
+		if i := strings.LastIndex(name, "."); i > 0 {
+			name = name[:i]
+		}
+		// A name with "=" cannot be given with -c; such a name can only
+		// come from the user's own configuration.
+		if name == "" || seen[name] || strings.Contains(name, "=") {
+			continue
+		}
+		seen[name] = true
+		for _, k := range []string{"clean=", "smudge=", "process=", "required=false"} {
+			args = append(args, "-c", "filter."+name+"."+k)
+		}
+	}
+	return args
 }
 
 // NestedRepos lists the untracked directories of the worktree that are git
