@@ -72,7 +72,7 @@ func (r *Run) Execute(ctx context.Context) error {
 
 	sb, err := r.startSandbox(ctx, sink)
 	if err != nil {
-		return r.stop(ctx, err, nil)
+		return r.stop(ctx, err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -85,7 +85,7 @@ func (r *Run) Execute(ctx context.Context) error {
 
 	ag, prompt, err := r.newAgent(sb, sink)
 	if err != nil {
-		return r.stop(ctx, err, sb)
+		return r.stop(ctx, err)
 	}
 	astart := time.Now()
 	res, runErr := ag.Run(ctx, prompt)
@@ -93,12 +93,12 @@ func (r *Run) Execute(ctx context.Context) error {
 	t.Timings.Agent += time.Since(astart).Milliseconds()
 	t.Result = res.Text
 	if runErr != nil {
-		return r.stop(ctx, runErr, sb)
+		return r.stop(ctx, runErr)
 	}
 
 	cstart := time.Now()
 	if err := r.commit(ctx, res); err != nil {
-		return r.stop(ctx, err, sb)
+		return r.stop(ctx, err)
 	}
 	t.Timings.Commit = time.Since(cstart).Milliseconds()
 	t.State = store.Review
@@ -108,7 +108,7 @@ func (r *Run) Execute(ctx context.Context) error {
 }
 
 // stop records why a run ended early.
-func (r *Run) stop(ctx context.Context, err error, sb *sandbox.Sandbox) error {
+func (r *Run) stop(ctx context.Context, err error) error {
 	t := r.Task
 	t.Finished = time.Now().UTC()
 	if ctx.Err() != nil {
