@@ -23,6 +23,7 @@ type endpoint struct {
 	client    *llm.HTTPClient
 	model     string
 	ctxTokens int
+	slots     int // the server's parallel slots: how many sub-agents run at once
 	scripted  bool
 	close     func()
 }
@@ -84,5 +85,6 @@ func (o *Orchestrator) openLLM(ctx context.Context, spec, model string) (*endpoi
 		ep.model = "unknown"
 	}
 	ep.ctxTokens = info.ContextWindow
+	ep.slots = max(info.Slots, 1)
 	return ep, nil
 }

@@ -237,7 +237,12 @@ func (r *Run) newAgent(sb *sandbox.Sandbox, sink event.Sink) (*agent.Agent, stri
 			}
 		}
 	}
+	var sp agent.Spawner
+	if o.opts.SubAgents {
+		sp = &spawner{r: r, parent: sb, sink: sink}
+	}
 	ag, err := agent.New(agent.Options{
+		Spawner:       sp,
 		Client:        r.ep.client,
 		Workspace:     sandboxWorkspace{sb: sb},
 		Model:         modelParam(r.ep),
@@ -338,7 +343,7 @@ func (r *Run) recorder(save func()) (event.Sink, func()) {
 	if err := os.MkdirAll(filepath.Dir(t.Events), 0o700); err == nil {
 		logf, _ = os.OpenFile(t.Events, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	}
-	pending := map[string]string{} // call id -> command
+	pending := map[string]string{} // agent NUL call id -> command
 	sink := event.SinkFunc(func(e event.Event) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -355,7 +360,7 @@ func (r *Run) recorder(save func()) (event.Sink, func()) {
 		}
 		switch e.Kind {
 		case event.ToolStarted:
-			if e.Tool == toolbox.ToolBash && e.Agent == "" {
+			if e.Tool == toolbox.ToolBash {
 				var a struct {
 					Command string `json:"command"`
 				}
@@ -363,11 +368,16 @@ func (r *Run) recorder(save func()) (event.Sink, func()) {
 				if a.Command == "" {
 					a.Command = e.Args
 				}
-				pending[e.CallID] = a.Command
+				if e.Agent != "" {
+					// A sub-agent's command, marked as such.
+					a.Command = "[" + e.Agent + "] " + a.Command
+				}
+				pending[e.Agent+"\x00"+e.CallID] = a.Command
 			}
 		case event.ToolFinished:
-			if cmd, ok := pending[e.CallID]; ok {
-				delete(pending, e.CallID)
+			key := e.Agent + "\x00" + e.CallID
+			if cmd, ok := pending[key]; ok {
+				delete(pending, key)
 				if len(t.Commands) < store.MaxCommands {
 					t.Commands = append(t.Commands, store.Command{
 						Command: cmd, ExitCode: e.ExitCode, DurationMS: e.Duration.Milliseconds(),
@@ -418,7 +428,13 @@ func (o *Orchestrator) populate(ctx context.Context, t *store.Task, u sandbox.Us
 	if !u.Chown {
 		return nil
 	}
-	err = filepath.WalkDir(wt.Path, func(p string, _ fs.DirEntry, err error) error {
+	return chownTree(wt.Path, u)
+}
+
+// chownTree hands a worktree to the sandbox user (Lchown: never through a
+// symlink).
+func chownTree(root string, u sandbox.UserChoice) error {
+	err := filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}

@@ -42,6 +42,10 @@ type Options struct {
 	LLMPort int
 	// APIKey is sent to the LLM endpoint when set.
 	APIKey string
+	// SubAgents offers the agent the spawn_agents tool: sub-agents in
+	// their own worktrees and sandboxes, as many at once as the model
+	// server has slots.
+	SubAgents bool
 }
 
 // Orchestrator runs and manages tasks of one state directory.

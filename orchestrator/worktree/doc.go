@@ -29,6 +29,7 @@
 // the user merges a task after reviewing it.
 //
 // This package must never run git without the hardening above, never run git
-// with a working directory inside a worktree, and never open worktree files
+// with a working directory inside a worktree (git apply is the one
+// exception, with --git-dir still explicit), and never open worktree files
 // itself (it only hands paths to git).
 package worktree

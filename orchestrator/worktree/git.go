@@ -122,6 +122,10 @@ type invocation struct {
 	env      []string // extra environment, after scrubbing
 	stdin    io.Reader
 	stdout   io.Writer // when set, stdout is streamed here instead of returned
+	// inWorkTree runs git with the work tree as its working directory.
+	// Only git apply needs it (it writes paths relative to where it
+	// runs); --git-dir is still explicit, so nothing is discovered there.
+	inWorkTree bool
 }
 
 func (g git) run(ctx context.Context, inv invocation) ([]byte, error) {
@@ -140,6 +144,9 @@ func (g git) run(ctx context.Context, inv invocation) ([]byte, error) {
 	// The working directory is never inside a worktree: a relative path
 	// there could resolve to something the agent placed.
 	cmd.Dir = "/"
+	if inv.inWorkTree && inv.workTree != "" {
+		cmd.Dir = inv.workTree
+	}
 	cmd.Stdin = inv.stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout

@@ -498,3 +498,51 @@ func TestMergeRefusesOperationInProgress(t *testing.T) {
 		t.Error("main moved under the user's merge")
 	}
 }
+
+func TestSnapshotFilesAndApplyDiff(t *testing.T) {
+	ctx := context.Background()
+	dir := newRepo(t)
+	r := openRepo(t, dir)
+	parent := addTask(t, r, "parent")
+	write(t, filepath.Join(parent.Path, "a.txt"), "parent edit\n")
+	write(t, filepath.Join(parent.Path, "p.txt"), "new in parent\n")
+	snap, err := r.SnapshotFiles(ctx, parent, "snapshot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch, _ := r.Changes(ctx, parent); len(ch) != 2 {
+		t.Fatalf("snapshot touched the parent's index: %v", ch)
+	}
+	child, err := r.Add(ctx, AddOptions{Path: filepath.Join(t.TempDir(), "child"), Branch: "agent/child", Start: snap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(child.Path, "p.txt")); string(b) != "new in parent\n" {
+		t.Fatalf("child does not start from the parent's files: %q", b)
+	}
+	write(t, filepath.Join(child.Path, "c/new.txt"), "from child\n")
+	write(t, filepath.Join(child.Path, "README.md"), "child readme\n")
+	tip, err := r.CommitAll(ctx, child, "child work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths, err := r.ApplyDiff(ctx, parent, snap, tip)
+	if err != nil || len(paths) != 2 {
+		t.Fatalf("apply: %v %v", paths, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(parent.Path, "c/new.txt")); string(b) != "from child\n" {
+		t.Errorf("child's file not in the parent: %q", b)
+	}
+	// A second child that edited the same file cannot be applied, and
+	// nothing of it is written.
+	child2, _ := r.Add(ctx, AddOptions{Path: filepath.Join(t.TempDir(), "child2"), Branch: "agent/child2", Start: snap})
+	write(t, filepath.Join(child2.Path, "README.md"), "other readme\n")
+	write(t, filepath.Join(child2.Path, "x.txt"), "x\n")
+	tip2, _ := r.CommitAll(ctx, child2, "child2 work")
+	if _, err := r.ApplyDiff(ctx, parent, snap, tip2); err == nil {
+		t.Fatal("conflicting change applied")
+	}
+	if _, err := os.Stat(filepath.Join(parent.Path, "x.txt")); err == nil {
+		t.Error("a failed apply wrote part of its change")
+	}
+}

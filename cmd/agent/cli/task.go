@@ -178,8 +178,9 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 		Hooks: agent.Hooks{
 			SessionStart: cfg.Agent.Hooks.SessionStart, PreTool: cfg.Agent.Hooks.PreTool, PostTool: cfg.Agent.Hooks.PostTool,
 		},
-		LLMPort: cfg.LLM.Port,
-		APIKey:  cfg.LLM.APIKey,
+		LLMPort:   cfg.LLM.Port,
+		APIKey:    cfg.LLM.APIKey,
+		SubAgents: true,
 	})
 	if err != nil {
 		return nil, nil, err

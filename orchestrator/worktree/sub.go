@@ -1,0 +1,76 @@
+package worktree
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// SnapshotFiles records the worktree's current files (tracked and
+// untracked, not ignored; nested repositories left out) as a commit on top
+// of its HEAD, without touching its index, its files or any ref. Sub-agents
+// start from such a snapshot of their parent's work.
+func (r *Repo) SnapshotFiles(ctx context.Context, w *Worktree, message string) (string, error) {
+	ctx = noCancel(ctx)
+	tmp, err := os.CreateTemp("", "agent-snapshot-index-*")
+	if err != nil {
+		return "", fmt.Errorf("snapshot: %w", err)
+	}
+	idx := tmp.Name()
+	_ = tmp.Close()
+	_ = os.Remove(idx)
+	defer os.Remove(idx)
+	nested, err := r.NestedRepos(ctx, w)
+	if err != nil {
+		return "", err
+	}
+	env := []string{"GIT_INDEX_FILE=" + idx, "GIT_LITERAL_PATHSPECS=0"}
+	add := append(r.noFilters(ctx, w.GitDir), "add", "-A", "--", ".")
+	for _, n := range nested {
+		add = append(add, ":(exclude,literal)"+n)
+	}
+	for _, args := range [][]string{{"read-tree", "HEAD"}, add} {
+		if _, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, args: args, env: env}); err != nil {
+			return "", fmt.Errorf("snapshot of the task's files: %w", err)
+		}
+	}
+	b, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, args: []string{"write-tree"}, env: env})
+	if err != nil {
+		return "", fmt.Errorf("snapshot of the task's files: %w", err)
+	}
+	head, err := r.g.out(ctx, w.GitDir, "", "rev-parse", "--verify", "HEAD")
+	if err != nil {
+		return "", err
+	}
+	return r.commitTree(ctx, strings.TrimSpace(string(b)), message, head)
+}
+
+// ApplyDiff applies the changes between two commits to the worktree's
+// files (not its index) and returns the paths it changed. It applies all
+// or nothing: when a file no longer matches what the change expects (two
+// sub-agents edited it), nothing is written and the error says so.
+func (r *Repo) ApplyDiff(ctx context.Context, w *Worktree, from, to string) ([]string, error) {
+	ctx = noCancel(ctx)
+	names, err := r.g.out(ctx, r.CommonDir, "", "diff", "--no-ext-diff", "--no-textconv", "--no-renames", "--name-only", "-z", from, to, "--")
+	if err != nil {
+		return nil, fmt.Errorf("git diff: %w", err)
+	}
+	paths := lines(names, 0)
+	if len(paths) == 0 {
+		return nil, nil
+	}
+	var patch bytes.Buffer
+	if _, err := r.g.run(ctx, invocation{gitDir: r.CommonDir, stdout: &patch,
+		args: []string{"diff", "--no-ext-diff", "--no-textconv", "--no-renames", "--binary", "--full-index", "--no-color", from, to, "--"}}); err != nil {
+		return nil, fmt.Errorf("git diff: %w", err)
+	}
+	// git apply refuses paths with .. or through symlinks (no
+	// --unsafe-paths), so the patch cannot write outside the worktree.
+	args := append(r.noFilters(ctx, w.GitDir), "apply", "--whitespace=nowarn")
+	if _, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, args: args, stdin: &patch, inWorkTree: true}); err != nil {
+		return nil, fmt.Errorf("applying the changes: %w", err)
+	}
+	return paths, nil
+}
