@@ -2,6 +2,8 @@ package orchestrator
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -49,8 +51,12 @@ func (s *spawner) Spawn(ctx context.Context, tasks []agent.SubTask) ([]agent.Sub
 	if err != nil {
 		return nil, err
 	}
+	// A round tag unique across runs: a resumed task starts counting again
+	// while branches of failed sub-agents from before are kept.
+	var rb [2]byte
+	_, _ = rand.Read(rb[:])
 	s.seq++
-	round := s.seq
+	round := strconv.Itoa(s.seq) + hex.EncodeToString(rb[:])
 	results := make([]agent.SubResult, len(tasks))
 	sem := make(chan struct{}, max(s.r.ep.slots, 1))
 	var wg sync.WaitGroup
@@ -81,7 +87,7 @@ func (s *spawner) event(name, state, text string) {
 }
 
 // runOne runs one sub-agent to the end and brings its work back.
-func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree.Worktree, snap string, round int, st agent.SubTask) agent.SubResult {
+func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree.Worktree, snap, round string, st agent.SubTask) agent.SubResult {
 	o, t := s.r.o, s.r.Task
 	fail := func(format string, a ...any) agent.SubResult {
 		msg := fmt.Sprintf(format, a...)
@@ -89,8 +95,8 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 		return agent.SubResult{Name: st.Name, Summary: msg, IsError: true}
 	}
 	s.event(st.Name, "started", st.Prompt)
-	id := t.ID + "-" + strconv.Itoa(round) + "-" + st.Name
-	branch := t.Branch + "-sub-" + strconv.Itoa(round) + "-" + st.Name
+	id := t.ID + "-" + round + "-" + st.Name
+	branch := t.Branch + "-sub-" + round + "-" + st.Name
 	child := &store.Task{
 		ID: t.ID, Prompt: st.Prompt, Repo: t.Repo, RepoGitDir: t.RepoGitDir,
 		Branch: branch, Worktree: o.worktreePath(id), Image: t.Image,
