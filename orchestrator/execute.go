@@ -19,6 +19,7 @@ import (
 	"github.com/localagent/agent/agent/session"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/sandbox"
+	"github.com/localagent/agent/sandbox/egress"
 	"github.com/localagent/agent/sandbox/toolbox"
 )
 
@@ -69,6 +70,13 @@ func (r *Run) Execute(ctx context.Context) error {
 	rec, closeLog := r.recorder(save)
 	defer closeLog()
 	sink := event.Tee(o.opts.Sink, rec)
+
+	closeEgress, err := r.startEgress(ctx, sink)
+	if err != nil {
+		return r.stop(ctx, err)
+	}
+	// Deferred first, so it runs after the sandbox is removed.
+	defer closeEgress()
 
 	sb, err := r.startSandbox(ctx, sink)
 	if err != nil {
@@ -139,6 +147,7 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 		t.SandboxID = ""
 	}
 	spec := o.sandboxSpec(t)
+	spec.EgressDir = r.egressDir
 	sstart := time.Now()
 	// A new worktree is empty: its files are checked out while the
 	// container is created and started, and the toolbox is asked for only
@@ -198,6 +207,40 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 	return sb, nil
 }
 
+// startEgress starts the run's egress proxy when the policy allows any
+// host. The sandbox's network mode stays none either way: the proxy, reached
+// over a unix socket mounted into the container, is its only way out, and
+// every connection it allows or denies is logged (and counted in the
+// task record by the recorder).
+func (r *Run) startEgress(ctx context.Context, sink event.Sink) (func(), error) {
+	o, t := r.o, r.Task
+	pol := o.opts.Egress
+	t.Network = store.Network{}
+	if pol.Empty() {
+		return func() {}, nil
+	}
+	for _, rule := range pol.Rules() {
+		t.Network.Allow = append(t.Network.Allow, rule.Raw)
+	}
+	t.Network.EgressLog = o.egressLogPath(t.ID)
+	if err := os.MkdirAll(filepath.Dir(t.Network.EgressLog), 0o700); err != nil {
+		return nil, err
+	}
+	px, err := egress.Start(ctx, egress.Config{
+		Dir: o.egressDir(t.ID), LogPath: t.Network.EgressLog, Task: t.ID, Policy: pol,
+		OnRecord: func(rec egress.Record) {
+			sink.Emit(event.Event{Time: rec.Time, Kind: event.Egress, Task: t.ID, Text: rec.Target(), Allowed: rec.Allowed})
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("egress proxy: %w", err)
+	}
+	r.egressDir = px.Dir()
+	sink.Emit(event.Event{Time: time.Now(), Kind: event.Notice, Task: t.ID,
+		Text: "network: only through the egress proxy, to " + pol.String()})
+	return func() { _ = px.Close() }, nil
+}
+
 func (o *Orchestrator) sandboxSpec(t *store.Task) sandbox.Spec {
 	spec := o.opts.Sandbox
 	spec.Workspace = t.Worktree
@@ -243,6 +286,7 @@ func (r *Run) newAgent(sb *sandbox.Sandbox, sink event.Sink) (*agent.Agent, stri
 	}
 	ag, err := agent.New(agent.Options{
 		Spawner:       sp,
+		ToolMode:      o.opts.ToolMode,
 		Client:        r.ep.client,
 		Workspace:     sandboxWorkspace{sb: sb},
 		Model:         modelParam(r.ep),
@@ -384,6 +428,12 @@ func (r *Run) recorder(save func()) (event.Sink, func()) {
 					})
 				}
 				save()
+			}
+		case event.Egress:
+			if e.Allowed {
+				t.Network.Allowed++
+			} else {
+				t.Network.Denied++
 			}
 		case event.Usage:
 			t.Tokens.Prompt += e.PromptTokens

@@ -14,6 +14,7 @@ import (
 	"github.com/localagent/agent/agent/event"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
+	"github.com/localagent/agent/policy"
 	"github.com/localagent/agent/sandbox"
 )
 
@@ -42,6 +43,12 @@ type Options struct {
 	LLMPort int
 	// APIKey is sent to the LLM endpoint when set.
 	APIKey string
+	// Egress is the allowlist of the tasks' sandboxes. Empty (the default):
+	// no network at all. Otherwise a policy-enforcing proxy per task is the
+	// only way out, and every connection is logged.
+	Egress policy.Egress
+	// ToolMode is how tools are offered to the model (auto, native, text).
+	ToolMode agent.ToolMode
 	// SubAgents offers the agent the spawn_agents tool: sub-agents in
 	// their own worktrees and sandboxes, as many at once as the model
 	// server has slots.
@@ -112,6 +119,12 @@ func (o *Orchestrator) sessionPath(id string) string {
 }
 func (o *Orchestrator) eventsPath(id string) string {
 	return filepath.Join(o.opts.StateDir, "logs", id+".events.jsonl")
+}
+func (o *Orchestrator) egressDir(id string) string {
+	return filepath.Join(o.opts.StateDir, "egress", id)
+}
+func (o *Orchestrator) egressLogPath(id string) string {
+	return filepath.Join(o.opts.StateDir, "logs", id+".egress.jsonl")
 }
 func (o *Orchestrator) artifactDir(id string) string {
 	return filepath.Join(o.opts.StateDir, "artifacts", id)

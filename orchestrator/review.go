@@ -34,6 +34,9 @@ type Review struct {
 	Commands    []store.Command `json:"commands"`
 	// Tests is the last test command the agent ran, nil when it ran none.
 	Tests *TestRun `json:"tests,omitempty"`
+	// Network is the sandbox's egress: its allowlist and what the proxy
+	// allowed and denied. An empty allowlist: no network at all.
+	Network store.Network `json:"network"`
 	// Warnings are things the user should know before merging.
 	Warnings []string     `json:"warnings,omitempty"`
 	Result   string       `json:"result,omitempty"`
@@ -91,7 +94,7 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 	rv := &Review{
 		Task: t.ID, Prompt: t.Prompt, State: string(t.State), Branch: t.Branch,
 		Base: describeBase(t), BaseBranch: t.BaseBranch, Commands: t.Commands,
-		Tests: DetectTests(t.Commands), Result: t.Result, Model: t.Model, Tokens: t.Tokens,
+		Tests: DetectTests(t.Commands), Network: t.Network, Result: t.Result, Model: t.Model, Tokens: t.Tokens,
 		Worktree: t.Worktree,
 	}
 	tip, err := repo.BranchTip(ctx, t.Branch)

@@ -160,6 +160,7 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 		ArtifactDir:   o.artifactDir(id),
 		Env:           agent.Environment{Offline: true, Branch: branch, BaseCommit: snap},
 		Name:          st.Name,
+		ToolMode:      o.opts.ToolMode,
 		Task:          t.ID,
 	})
 	if err != nil {

@@ -41,6 +41,9 @@ type Run struct {
 	release func()
 	begin   time.Time
 	resume  bool
+	// egressDir is the socket directory of the run's egress proxy; "" when
+	// the sandbox has no network at all.
+	egressDir string
 }
 
 // Close releases the task's claim and the model endpoint.

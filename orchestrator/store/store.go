@@ -106,9 +106,21 @@ type Task struct {
 	Result   string    `json:"result,omitempty"`
 	Commits  []string  `json:"commits,omitempty"`
 	Commands []Command `json:"commands,omitempty"`
+	// Network is the task's egress: the allowlist it ran under and how many
+	// connections the proxy allowed and denied (log: EgressLog).
+	Network Network `json:"network"`
 
 	Decision    string `json:"decision,omitempty"` // merge, squash, keep, discard
 	MergeCommit string `json:"merge_commit,omitempty"`
+}
+
+// Network records a task's egress. An empty Allow means the sandbox had no
+// network at all (the default).
+type Network struct {
+	Allow     []string `json:"allow,omitempty"`
+	Allowed   int      `json:"allowed"`
+	Denied    int      `json:"denied"`
+	EgressLog string   `json:"egress_log,omitempty"`
 }
 
 // ErrNotFound: no task has that id.

@@ -73,8 +73,11 @@ type AgentConfig struct {
 	// ToolMode is how tools are offered to the model: auto (native tool
 	// calls, falling back to text when the server rejects them), native or
 	// text.
-	ToolMode string      `mapstructure:"tool_mode"`
-	Hooks    HooksConfig `mapstructure:"hooks"`
+	ToolMode string `mapstructure:"tool_mode"`
+	// SubAgents offers the model the spawn_agents tool (each sub-agent in
+	// its own worktree and sandbox, as many at once as the server has slots).
+	SubAgents bool        `mapstructure:"sub_agents"`
+	Hooks     HooksConfig `mapstructure:"hooks"`
 }
 
 // HooksConfig lists shell commands run inside the sandbox at points of the
@@ -114,6 +117,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("llm.start_timeout", 300*time.Second)
 	v.SetDefault("agent.max_iterations", 25)
 	v.SetDefault("agent.tool_mode", "auto")
+	v.SetDefault("agent.sub_agents", true)
 	v.SetDefault("agent.hooks.session_start", []string{})
 	v.SetDefault("agent.hooks.pre_tool", []string{})
 	v.SetDefault("agent.hooks.post_tool", []string{})
@@ -187,6 +191,7 @@ func (l *configLoader) load() (*Config, error) {
 var projectKeys = []string{
 	"agent.max_iterations",
 	"agent.tool_mode",
+	"agent.sub_agents",
 	"agent.hooks.session_start",
 	"agent.hooks.pre_tool",
 	"agent.hooks.post_tool",

@@ -50,6 +50,12 @@ func printReview(w io.Writer, rv *orchestrator.Review) {
 	default:
 		fmt.Fprintf(w, "\nTests: FAILED (%s exited %s; %d test run(s))\n", oneLine(rv.Tests.Command, 80), exitText(rv.Tests.ExitCode), rv.Tests.Runs)
 	}
+	if n := rv.Network; len(n.Allow) == 0 {
+		fmt.Fprintln(w, "Network: none (the sandbox had no network)")
+	} else {
+		fmt.Fprintf(w, "Network: allowed to %s; %d connection(s) allowed, %d denied (log %s)\n",
+			strings.Join(n.Allow, ", "), n.Allowed, n.Denied, n.EgressLog)
+	}
 	for _, warn := range rv.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}

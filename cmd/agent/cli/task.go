@@ -94,6 +94,8 @@ Without a terminal no form can be shown: pass --approve.`,
 type RunFlags struct {
 	LLM, Model, Image          string
 	LLMSet, ModelSet, ImageSet bool
+	// AllowHosts are added to sandbox.egress for this run.
+	AllowHosts []string
 }
 
 func (rf *RunFlags) add(cmd *cobra.Command) {
@@ -101,6 +103,7 @@ func (rf *RunFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&rf.LLM, "llm", "", "model endpoint: URL of an OpenAI-compatible server, or script:FILE for a scripted model (config llm.url; default: the managed llama-server)")
 	fl.StringVar(&rf.Model, "model", "", "model name to request (config llm.model)")
 	fl.StringVar(&rf.Image, "image", "", "sandbox image (config sandbox.image)")
+	fl.StringArrayVar(&rf.AllowHosts, "allow-host", nil, "let the sandbox reach `HOST[:PORT]` through the logged egress proxy (repeatable; *.example.com for subdomains; config sandbox.egress; default: no network at all)")
 }
 
 // changed records which flags were given.
@@ -120,6 +123,7 @@ func (rf *RunFlags) apply(cfg *Config) {
 	if rf.ImageSet {
 		cfg.Sandbox.Image = rf.Image
 	}
+	cfg.Sandbox.Egress = append(cfg.Sandbox.Egress, rf.AllowHosts...)
 }
 
 func projectDir(repo string) string {
@@ -164,6 +168,10 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 	default:
 		return nil, nil, fmt.Errorf("configuration sandbox.seccomp is %q: want default or strict", cfg.Sandbox.Seccomp)
 	}
+	egress, err := policy.ParseEgress(cfg.Sandbox.Egress)
+	if err != nil {
+		return nil, nil, fmt.Errorf("configuration sandbox.egress: %w", err)
+	}
 	tb, tbErr := sandbox.FindToolbox(cfg.Sandbox.Toolbox)
 	o, err := orchestrator.New(orchestrator.Options{
 		StateDir: cfg.StateDir,
@@ -180,7 +188,9 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 		},
 		LLMPort:   cfg.LLM.Port,
 		APIKey:    cfg.LLM.APIKey,
-		SubAgents: true,
+		SubAgents: cfg.Agent.SubAgents,
+		Egress:    egress,
+		ToolMode:  agent.ToolMode(cfg.Agent.ToolMode),
 	})
 	if err != nil {
 		return nil, nil, err
