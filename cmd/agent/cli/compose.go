@@ -40,12 +40,7 @@ func NewCmdComposeRender(f *Factory, runF func(context.Context, *ComposeRenderOp
 model directory read-only, port on 127.0.0.1 only, GPU reservation, a /health
 healthcheck that works without curl in the image. The file is validated with the
 compose specification's loader before it is written.`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if dash := cmd.ArgsLenAtDash(); dash != 0 && len(args) > 0 {
-				return fmt.Errorf("unexpected argument %q: llama-server arguments go after --", args[0])
-			}
-			return nil
-		},
+		Args: llamaServerArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
 			if opts.Server, err = lf.options(f, args); err != nil {

@@ -141,12 +141,7 @@ func NewCmdLLMUp(f *Factory, runF func(context.Context, *LLMUpOptions) error) *c
 		Long: `Start llama-server in a container and wait until /health says the model is
 loaded. A server already running with the same settings is kept; one with other
 settings is replaced. Arguments after -- are passed to llama-server.`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if dash := cmd.ArgsLenAtDash(); dash != 0 && len(args) > 0 {
-				return fmt.Errorf("unexpected argument %q: llama-server arguments go after --", args[0])
-			}
-			return nil
-		},
+		Args: llamaServerArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
 			if opts.Server, err = lf.options(f, args); err != nil {
@@ -466,4 +461,13 @@ func (r *progressRenderer) stop() {
 		close(r.done)
 		r.ticking, r.done = false, nil
 	}
+}
+
+// llamaServerArgs accepts arguments only after --: they are passed to
+// llama-server unchanged.
+func llamaServerArgs(cmd *cobra.Command, args []string) error {
+	if dash := cmd.ArgsLenAtDash(); dash != 0 && len(args) > 0 {
+		return fmt.Errorf("unexpected argument %q: llama-server arguments go after --", args[0])
+	}
+	return nil
 }
