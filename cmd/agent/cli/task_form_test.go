@@ -84,12 +84,12 @@ func TestTaskFormDecides(t *testing.T) {
 				t.Error("ctrl-c did not keep the branch")
 			}
 		}},
-		{"discard, confirmed", []string{keyDown, keyEnter, "y", keyEnter}, func(t *testing.T, repo, base string) {
+		{"discard, confirmed", []string{keyDown, keyEnter, waitFor + "unmerged commit", "y", keyEnter}, func(t *testing.T, repo, base string) {
 			if gitOut(t, repo, "rev-parse", "main") != base || gitOut(t, repo, "branch", "--list", "agent/*") != "" {
 				t.Error("discard left the branch or moved main")
 			}
 		}},
-		{"discard, declined", []string{keyDown, keyEnter, keyEnter}, func(t *testing.T, repo, base string) {
+		{"discard, declined", []string{keyDown, keyEnter, waitFor + "unmerged commit", keyEnter}, func(t *testing.T, repo, base string) {
 			if gitOut(t, repo, "branch", "--list", "agent/*") == "" {
 				t.Error("declined discard removed the branch")
 			}
@@ -103,7 +103,7 @@ func TestTaskFormDecides(t *testing.T) {
 			}
 			base := gitOut(t, repo, "rev-parse", "HEAD")
 			r, w := io.Pipe()
-			var out, errOut bytes.Buffer
+			var out, errOut syncBuffer
 			ios := &IOStreams{In: r, Out: &out, ErrOut: &errOut, InTTY: true, OutTTY: true}
 			f := NewFactory(ios)
 			defer f.Close()
@@ -115,7 +115,13 @@ func TestTaskFormDecides(t *testing.T) {
 					Repo: repo, Approve: approveAsk, Labels: []string{sandbox.LabelTest + "=" + label},
 					Run: RunFlags{LLM: "script:" + script, LLMSet: true}})
 			}()
-			typeKeys(t, w, tt.keys...)
+			for _, k := range tt.keys {
+				if text, ok := strings.CutPrefix(k, waitFor); ok {
+					waitForText(t, &errOut, text)
+					continue
+				}
+				typeKeys(t, w, k)
+			}
 			select {
 			case err := <-done:
 				if err != nil {
@@ -130,5 +136,22 @@ func TestTaskFormDecides(t *testing.T) {
 				t.Error("the user's checkout is dirty")
 			}
 		})
+	}
+}
+
+// waitFor, put before a text among the keys, waits until the form shows
+// that text before typing on: the confirmation group of the approval form
+// is built after the first answer, and keys typed before it has the focus
+// would land nowhere when the machine is busy.
+const waitFor = "\x00wait:"
+
+func waitForText(t *testing.T, b *syncBuffer, text string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(b.String(), text) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the form never showed %q:\n%s", text, b.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
