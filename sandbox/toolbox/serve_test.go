@@ -272,7 +272,9 @@ func TestServeBoundsConcurrency(t *testing.T) {
 	s := newTestServer(t)
 	ts := startSession(t, s)
 	for i := range MaxConcurrent + 1 {
-		ts.send(uint64(i+1), ToolBash, BashArgs{Command: fmt.Sprintf("touch started.%d; sleep 2", i+1)})
+		// The slot holders run until cancelled below, so no slot frees up
+		// before the queued request is cancelled, however slow the machine.
+		ts.send(uint64(i+1), ToolBash, BashArgs{Command: fmt.Sprintf("touch started.%d; sleep 600", i+1)})
 	}
 	time.Sleep(500 * time.Millisecond)
 	started, _ := filepath.Glob(filepath.Join(s.Root, "started.*"))
@@ -293,7 +295,17 @@ func TestServeBoundsConcurrency(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(s.Root, fmt.Sprintf("started.%d", MaxConcurrent+1))); err == nil {
 		t.Error("the cancelled request ran")
 	}
-	for range MaxConcurrent {
+	// Responses are read while the cancels are sent: the pipes do not
+	// buffer, so a writer with no reader would block the session.
+	go func() {
+		for i := range MaxConcurrent {
+			frame := fmt.Sprintf(`{"id":%d,"tool":%q,"args":{"id":%d}}`+"\n", 200+i, OpCancel, i+1)
+			if _, err := io.WriteString(ts.in, frame); err != nil {
+				return // the session ended; recv reports it
+			}
+		}
+	}()
+	for range 2 * MaxConcurrent {
 		ts.recv()
 	}
 }
