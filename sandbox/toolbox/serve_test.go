@@ -271,35 +271,61 @@ func BenchmarkServeReadFile(b *testing.B) {
 func TestServeBoundsConcurrency(t *testing.T) {
 	s := newTestServer(t)
 	ts := startSession(t, s)
-	for i := range MaxConcurrent + 1 {
+	const n = MaxConcurrent + 1
+	for i := range n {
 		// The slot holders run until cancelled below, so no slot frees up
 		// before the queued request is cancelled, however slow the machine.
 		ts.send(uint64(i+1), ToolBash, BashArgs{Command: fmt.Sprintf("touch started.%d; sleep 600", i+1)})
 	}
-	time.Sleep(500 * time.Millisecond)
-	started, _ := filepath.Glob(filepath.Join(s.Root, "started.*"))
-	if len(started) != MaxConcurrent {
+	// Which request waits is up to the scheduler (no FIFO is promised):
+	// it is the one that has not started.
+	var queued uint64
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		started, _ := filepath.Glob(filepath.Join(s.Root, "started.*"))
+		if len(started) > MaxConcurrent {
+			t.Fatalf("%d requests running, want at most %d", len(started), MaxConcurrent)
+		}
+		if len(started) == MaxConcurrent {
+			for id := uint64(1); id <= n; id++ {
+				if _, err := os.Stat(filepath.Join(s.Root, fmt.Sprintf("started.%d", id))); err != nil {
+					queued = id
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d requests started", len(started))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// ...and it stays queued: no ninth request starts.
+	time.Sleep(300 * time.Millisecond)
+	if started, _ := filepath.Glob(filepath.Join(s.Root, "started.*")); len(started) != MaxConcurrent {
 		t.Errorf("%d requests running, want %d", len(started), MaxConcurrent)
 	}
 	// ping does not wait for a slot; a queued request can be cancelled.
 	ts.send(100, OpPing, nil)
 	check(t, ts.recv(), false, "pong")
-	ts.send(101, OpCancel, CancelArgs{ID: MaxConcurrent + 1})
+	ts.send(101, OpCancel, CancelArgs{ID: queued})
 	got := map[uint64]Response{}
 	for range 2 {
 		r := ts.recv()
 		got[r.ID] = r
 	}
-	check(t, got[101], false, "cancelled request 9")
-	check(t, got[MaxConcurrent+1], true, "bash was cancelled before it started")
-	if _, err := os.Stat(filepath.Join(s.Root, fmt.Sprintf("started.%d", MaxConcurrent+1))); err == nil {
+	check(t, got[101], false, fmt.Sprintf("cancelled request %d", queued))
+	check(t, got[queued], true, "bash was cancelled before it started")
+	if _, err := os.Stat(filepath.Join(s.Root, fmt.Sprintf("started.%d", queued))); err == nil {
 		t.Error("the cancelled request ran")
 	}
 	// Responses are read while the cancels are sent: the pipes do not
 	// buffer, so a writer with no reader would block the session.
 	go func() {
-		for i := range MaxConcurrent {
-			frame := fmt.Sprintf(`{"id":%d,"tool":%q,"args":{"id":%d}}`+"\n", 200+i, OpCancel, i+1)
+		for id := uint64(1); id <= n; id++ {
+			if id == queued {
+				continue
+			}
+			frame := fmt.Sprintf(`{"id":%d,"tool":%q,"args":{"id":%d}}`+"\n", 200+id, OpCancel, id)
 			if _, err := io.WriteString(ts.in, frame); err != nil {
 				return // the session ended; recv reports it
 			}
