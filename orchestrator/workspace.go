@@ -18,6 +18,12 @@ type sandboxWorkspace struct {
 
 var _ agent.Workspace = sandboxWorkspace{}
 
+// NewWorkspace returns the agent's view of a sandbox: every call goes
+// through the Docker exec API into the container. Commands that run one
+// tool the way the agent does (`agent sandbox tool`) use it with
+// agent.RunTool.
+func NewWorkspace(sb *sandbox.Sandbox) agent.Workspace { return sandboxWorkspace{sb: sb} }
+
 // Call runs one workspace tool in the sandbox.
 func (w sandboxWorkspace) Call(ctx context.Context, tool string, args json.RawMessage) (agent.ToolResult, error) {
 	resp, err := w.sb.Tool(ctx, tool, args)
