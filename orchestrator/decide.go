@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"time"
 
@@ -240,7 +241,9 @@ func (o *Orchestrator) discard(ctx context.Context, t *store.Task) (Outcome, err
 		if err := repo.Remove(ctx, wt); err != nil {
 			return Outcome{}, err
 		}
-	} else if !strings.Contains(err.Error(), "is gone") {
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		// Only a worktree whose admin directory is already gone may be
+		// skipped; one that is not this repository's must stop the discard.
 		return Outcome{}, err
 	}
 	tip, err := repo.BranchTip(ctx, t.Branch)

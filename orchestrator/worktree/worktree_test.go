@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,6 +199,14 @@ func TestAddCommitReviewMerge(t *testing.T) {
 
 	if err := r.Remove(ctx, w); err != nil {
 		t.Fatal(err)
+	}
+	// Callers skip a worktree that is already gone, but never one whose
+	// admin directory is not this repository's.
+	if _, err := r.Attach(*w); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("attach after remove: %v, want fs.ErrNotExist", err)
+	}
+	if _, err := r.Attach(Worktree{Path: w.Path, GitDir: t.TempDir()}); err == nil || errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("attach of a foreign admin directory: %v", err)
 	}
 	if err := r.DeleteBranch(ctx, w.Branch, commit); err != nil {
 		t.Fatal(err)
