@@ -242,8 +242,7 @@ func (r *Repo) NestedRepos(ctx context.Context, w *Worktree) ([]string, error) {
 
 // Remove deletes the worktree directory and its admin directory. The
 // branch stays (see DeleteBranch).
-func (r *Repo) Remove(ctx context.Context, w *Worktree) error {
-	ctx = noCancel(ctx)
+func (r *Repo) Remove(_ context.Context, w *Worktree) error {
 	if err := removeAll(w.Path); err != nil {
 		return fmt.Errorf("removing worktree %s: %w", w.Path, err)
 	}
@@ -262,11 +261,8 @@ func removeAll(path string) error {
 	if err := os.RemoveAll(path); err == nil {
 		return nil
 	}
-	_ = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(path, func(p string, d fs.DirEntry, _ error) error {
 		if d != nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		if err != nil && d != nil && d.IsDir() {
 			_ = os.Chmod(p, 0o700)
 		}
 		return nil
