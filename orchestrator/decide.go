@@ -187,15 +187,7 @@ func (o *Orchestrator) cleanupMerged(ctx context.Context, repo *worktree.Repo, t
 }
 
 func mergeMessage(ctx context.Context, t *store.Task, squash bool, repo *worktree.Repo) string {
-	subject, _, _ := strings.Cut(t.Prompt, "\n")
-	subject = strings.TrimSpace(subject)
-	if len([]rune(subject)) > 60 {
-		cut := cutRunes(subject, 57)
-		if i := strings.LastIndex(cut, " "); i > 30 {
-			cut = cut[:i]
-		}
-		subject = strings.TrimRight(cut, " ,;:") + "..."
-	}
+	subject := subjectLine(t.Prompt, 60, 30)
 	var b strings.Builder
 	if squash {
 		b.WriteString(subject + "\n\n")

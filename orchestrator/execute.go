@@ -348,17 +348,8 @@ func (r *Run) commit(ctx context.Context, res agent.Result) error {
 // as the subject, the whole task and the agent's summary as the body, and
 // trailers naming the task and the model.
 func CommitMessage(t *store.Task, summary string) string {
-	subject, _, _ := strings.Cut(t.Prompt, "\n")
-	subject = strings.TrimSpace(subject)
-	if len([]rune(subject)) > 72 {
-		cut := cutRunes(subject, 69)
-		if i := strings.LastIndex(cut, " "); i > 40 {
-			cut = cut[:i]
-		}
-		subject = strings.TrimRight(cut, " ,;:") + "..."
-	}
 	var b strings.Builder
-	b.WriteString(subject + "\n\n")
+	b.WriteString(subjectLine(t.Prompt, 72, 40) + "\n\n")
 	if strings.Contains(t.Prompt, "\n") || len(t.Prompt) > 72 {
 		b.WriteString("Task:\n" + t.Prompt + "\n\n")
 	}
@@ -368,6 +359,22 @@ func CommitMessage(t *store.Task, summary string) string {
 	b.WriteString("Agent-Task: " + t.ID + "\n")
 	b.WriteString("Agent-Model: " + t.Model + "\n")
 	return b.String()
+}
+
+// subjectLine is the first line of a prompt as a commit subject of at
+// most max runes: a longer one is cut at a word boundary after minCut
+// bytes where there is one, and marked with "...".
+func subjectLine(prompt string, max, minCut int) string {
+	subject, _, _ := strings.Cut(prompt, "\n")
+	subject = strings.TrimSpace(subject)
+	if len([]rune(subject)) <= max {
+		return subject
+	}
+	cut := cutRunes(subject, max-3)
+	if i := strings.LastIndex(cut, " "); i > minCut {
+		cut = cut[:i]
+	}
+	return strings.TrimRight(cut, " ,;:") + "..."
 }
 
 func cutRunes(s string, n int) string {
