@@ -185,16 +185,28 @@ func TestSessionMatchesOutOfOrderResponses(t *testing.T) {
 func TestSessionCancelSendsCancelFrame(t *testing.T) {
 	f := newFake()
 	sb := fakeSandbox(t, f)
+	// Open the session first, so that the short deadline below cannot
+	// expire while it opens and send the call through the fallback.
+	if _, err := sb.Tool(context.Background(), "fast", nil); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if _, err := sb.Tool(ctx, "hang", nil); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("hung call: %v", err)
 	}
-	time.Sleep(20 * time.Millisecond)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.cancels) != 1 || f.cancels[0] == 0 {
-		t.Errorf("cancel frames %v", f.cancels)
+	// The fake reads the cancel frame on its own goroutine.
+	var cancels []uint64
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		f.mu.Lock()
+		cancels = append(cancels[:0], f.cancels...)
+		f.mu.Unlock()
+		if len(cancels) > 0 {
+			break
+		}
+	}
+	if len(cancels) != 1 || cancels[0] == 0 {
+		t.Errorf("cancel frames %v", cancels)
 	}
 }
 
