@@ -183,33 +183,35 @@ func status(ctx context.Context, g git, gitDir, workTree string, pre ...string) 
 
 // Snapshot records the user's uncommitted changes (tracked and untracked,
 // not ignored) as a commit on top of base, without touching their index,
-// working tree or any ref: it uses a temporary index file.
+// working tree or any ref.
 func (r *Repo) Snapshot(ctx context.Context, base Base, message string) (string, error) {
-	ctx = noCancel(ctx)
+	c, err := r.snapshot(noCancel(ctx), r.GitDir, r.Root, base.Commit, []string{"add", "-A"}, nil, message)
+	if err != nil {
+		return "", fmt.Errorf("snapshot of uncommitted changes: %w", err)
+	}
+	return c, nil
+}
+
+// snapshot commits the files of workTree on top of parent through a
+// temporary index file, so that the work tree's own index is never
+// touched: read-tree parent, then the given git add, then write-tree.
+func (r *Repo) snapshot(ctx context.Context, gitDir, workTree, parent string, add, env []string, message string) (string, error) {
 	tmp, err := os.CreateTemp("", "agent-snapshot-index-*")
 	if err != nil {
-		return "", fmt.Errorf("snapshot: %w", err)
+		return "", err
 	}
 	idx := tmp.Name()
 	_ = tmp.Close()
 	_ = os.Remove(idx) // git wants to create it
 	defer os.Remove(idx)
-	env := []string{"GIT_INDEX_FILE=" + idx}
-	steps := [][]string{
-		{"read-tree", base.Commit},
-		{"add", "-A"},
-	}
-	for _, s := range steps {
-		if _, err := r.g.run(ctx, invocation{gitDir: r.GitDir, workTree: r.Root, args: s, env: env}); err != nil {
-			return "", fmt.Errorf("snapshot of uncommitted changes: %w", err)
+	env = append([]string{"GIT_INDEX_FILE=" + idx}, env...)
+	var tree []byte
+	for _, args := range [][]string{{"read-tree", parent}, add, {"write-tree"}} {
+		if tree, err = r.g.run(ctx, invocation{gitDir: gitDir, workTree: workTree, args: args, env: env}); err != nil {
+			return "", err
 		}
 	}
-	b, err := r.g.run(ctx, invocation{gitDir: r.GitDir, workTree: r.Root, args: []string{"write-tree"}, env: env})
-	if err != nil {
-		return "", fmt.Errorf("snapshot of uncommitted changes: %w", err)
-	}
-	tree := strings.TrimSpace(string(b))
-	return r.commitTree(ctx, tree, message, base.Commit)
+	return r.commitTree(ctx, strings.TrimSpace(string(tree)), message, parent)
 }
 
 // commitTree writes a commit object for tree with the given parents.

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"strings"
 )
 
 // SnapshotFiles records the worktree's current files (tracked and
@@ -14,37 +12,23 @@ import (
 // start from such a snapshot of their parent's work.
 func (r *Repo) SnapshotFiles(ctx context.Context, w *Worktree, message string) (string, error) {
 	ctx = noCancel(ctx)
-	tmp, err := os.CreateTemp("", "agent-snapshot-index-*")
-	if err != nil {
-		return "", fmt.Errorf("snapshot: %w", err)
-	}
-	idx := tmp.Name()
-	_ = tmp.Close()
-	_ = os.Remove(idx)
-	defer os.Remove(idx)
 	nested, err := r.NestedRepos(ctx, w)
 	if err != nil {
 		return "", err
-	}
-	env := []string{"GIT_INDEX_FILE=" + idx, "GIT_LITERAL_PATHSPECS=0"}
-	add := append(r.noFilters(ctx, w.GitDir), "add", "-A", "--", ".")
-	for _, n := range nested {
-		add = append(add, ":(exclude,literal)"+n)
-	}
-	for _, args := range [][]string{{"read-tree", "HEAD"}, add} {
-		if _, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, args: args, env: env}); err != nil {
-			return "", fmt.Errorf("snapshot of the task's files: %w", err)
-		}
-	}
-	b, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, args: []string{"write-tree"}, env: env})
-	if err != nil {
-		return "", fmt.Errorf("snapshot of the task's files: %w", err)
 	}
 	head, err := r.g.out(ctx, w.GitDir, "", "rev-parse", "--verify", "HEAD")
 	if err != nil {
 		return "", err
 	}
-	return r.commitTree(ctx, strings.TrimSpace(string(b)), message, head)
+	add := append(r.noFilters(ctx, w.GitDir), "add", "-A", "--", ".")
+	for _, n := range nested {
+		add = append(add, ":(exclude,literal)"+n)
+	}
+	c, err := r.snapshot(ctx, w.GitDir, w.Path, head, add, []string{"GIT_LITERAL_PATHSPECS=0"}, message)
+	if err != nil {
+		return "", fmt.Errorf("snapshot of the task's files: %w", err)
+	}
+	return c, nil
 }
 
 // ApplyDiff applies the changes between two commits to the worktree's
