@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"regexp"
 	"sort"
 	"strings"
-
-	"github.com/localagent/agent/agent/llm"
 )
 
 // Call is one tool call found in text.
@@ -35,19 +32,6 @@ type Result struct {
 	// should ask the model to continue. Fragment holds that unfinished part.
 	Incomplete bool
 	Fragment   string
-}
-
-// ToolCalls converts Calls to the chat API's form, with ids unique within
-// one reply (prefix them per turn if several replies share a conversation).
-func (r Result) ToolCalls(idPrefix string) []llm.ToolCall {
-	out := make([]llm.ToolCall, 0, len(r.Calls))
-	for i, c := range r.Calls {
-		out = append(out, llm.ToolCall{
-			ID: fmt.Sprintf("%s%d", idPrefix, i+1), Type: "function",
-			Function: llm.FunctionCall{Name: c.Name, Arguments: c.Arguments},
-		})
-	}
-	return out
 }
 
 // Parser finds calls to a known set of tools.

@@ -177,14 +177,6 @@ func TestLooksLikeAction(t *testing.T) {
 	}
 }
 
-func TestToolCalls(t *testing.T) {
-	r := New(tools...).Parse(`<tool_call>{"name":"bash","arguments":{"command":"ls"}}</tool_call>`)
-	tc := r.ToolCalls("text_3_")
-	if len(tc) != 1 || tc[0].ID != "text_3_1" || tc[0].Type != "function" || tc[0].Function.Name != "bash" {
-		t.Fatalf("%+v", tc)
-	}
-}
-
 func TestParseNoPanicOnJunk(t *testing.T) {
 	p := New(tools...)
 	junk := []string{"{", "}", "<tool_call>", "</tool_call>", "```", "```json\n{", "[TOOL_CALLS]", "<function=", "{\"", strings.Repeat("{\"a\":", 2000), "<think>", "</think>"}
