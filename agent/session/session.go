@@ -193,17 +193,6 @@ func (w *Writer) writeLine(v any) error {
 	return nil
 }
 
-// Sync flushes the file to stable storage (for callers that must survive a
-// power loss, not only a crash).
-func (w *Writer) Sync() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.f == nil {
-		return nil
-	}
-	return w.f.Sync()
-}
-
 // Path is the transcript's file.
 func (w *Writer) Path() string { return w.path }
 
