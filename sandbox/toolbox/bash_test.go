@@ -102,7 +102,9 @@ func TestBashTimeoutKillsTheGroup(t *testing.T) {
 	if !r.TimedOut || r.ExitCode == nil || *r.ExitCode != 137 {
 		t.Errorf("TimedOut=%v ExitCode=%v", r.TimedOut, r.ExitCode)
 	}
-	if elapsed < time.Second || elapsed > 1500*time.Millisecond {
+	// Waiting for the background sleep would take days; the upper bound
+	// only leaves room for a loaded machine.
+	if elapsed < time.Second || elapsed > 5*time.Second {
 		t.Errorf("returned after %v, want about 1s", elapsed)
 	}
 	if left := procsWith(t, marker); len(left) > 0 {
