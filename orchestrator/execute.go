@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -146,7 +147,7 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 		_ = e.Remove(ctx, t.SandboxID)
 		t.SandboxID = ""
 	}
-	spec := o.sandboxSpec(t)
+	spec := o.sandboxSpec(t, "agent-task-"+t.ID)
 	spec.EgressDir = r.egressDir
 	sstart := time.Now()
 	// A new worktree is empty: its files are checked out while the
@@ -241,7 +242,10 @@ func (r *Run) startEgress(ctx context.Context, sink event.Sink) (func(), error) 
 	return func() { _ = px.Close() }, nil
 }
 
-func (o *Orchestrator) sandboxSpec(t *store.Task) sandbox.Spec {
+// sandboxSpec is the spec of a sandbox over t's worktree, named
+// name plus a suffix that keeps a re-created one from clashing with a
+// container that is still being removed.
+func (o *Orchestrator) sandboxSpec(t *store.Task, name string) sandbox.Spec {
 	spec := o.opts.Sandbox
 	spec.Workspace = t.Worktree
 	spec.Task = t.ID
@@ -249,13 +253,26 @@ func (o *Orchestrator) sandboxSpec(t *store.Task) sandbox.Spec {
 	if t.Image != "" {
 		spec.Image = t.Image
 	}
-	labels := map[string]string{}
-	for k, v := range o.opts.Sandbox.Labels {
-		labels[k] = v
-	}
-	spec.Labels = labels
-	spec.Name = "agent-task-" + t.ID + "-" + fmt.Sprint(time.Now().UnixNano()%100000)
+	spec.Name = name + "-" + strconv.FormatInt(time.Now().UnixNano()%100000, 10)
 	return spec
+}
+
+// agentOptions are what every agent of the run shares, the task's own and
+// its sub-agents: the model endpoint, the settings of the orchestrator,
+// and a workspace that is the given sandbox.
+func (r *Run) agentOptions(sb *sandbox.Sandbox, sink event.Sink) agent.Options {
+	o := r.o
+	return agent.Options{
+		Client:        r.ep.client,
+		Workspace:     sandboxWorkspace{sb: sb},
+		Model:         modelParam(r.ep),
+		MaxIterations: o.opts.MaxIterations,
+		ContextTokens: r.ep.ctxTokens,
+		Hooks:         o.opts.Hooks,
+		ToolMode:      o.opts.ToolMode,
+		Sink:          sink,
+		Task:          r.Task.ID,
+	}
 }
 
 // newAgent builds the agent loop for the run; on resume it continues the
@@ -280,26 +297,14 @@ func (r *Run) newAgent(sb *sandbox.Sandbox, sink event.Sink) (*agent.Agent, stri
 			}
 		}
 	}
-	var sp agent.Spawner
+	opts := r.agentOptions(sb, sink)
 	if o.opts.SubAgents {
-		sp = &spawner{r: r, parent: sb, sink: sink}
+		opts.Spawner = &spawner{r: r, parent: sb, sink: sink}
 	}
-	ag, err := agent.New(agent.Options{
-		Spawner:       sp,
-		ToolMode:      o.opts.ToolMode,
-		Client:        r.ep.client,
-		Workspace:     sandboxWorkspace{sb: sb},
-		Model:         modelParam(r.ep),
-		MaxIterations: o.opts.MaxIterations,
-		ContextTokens: r.ep.ctxTokens,
-		Hooks:         o.opts.Hooks,
-		Sink:          sink,
-		SessionPath:   t.Session,
-		Resume:        resume,
-		ArtifactDir:   o.artifactDir(t.ID),
-		Env:           agent.Environment{Offline: true, Branch: t.Branch, BaseCommit: t.StartCommit},
-		Task:          t.ID,
-	})
+	opts.SessionPath, opts.Resume = t.Session, resume
+	opts.ArtifactDir = o.artifactDir(t.ID)
+	opts.Env = agent.Environment{Offline: true, Branch: t.Branch, BaseCommit: t.StartCommit}
+	ag, err := agent.New(opts)
 	if err != nil {
 		return nil, "", err
 	}

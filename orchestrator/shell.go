@@ -39,7 +39,7 @@ func (o *Orchestrator) ShellSandbox(ctx context.Context, t *store.Task) (sb *san
 			return sb, false, nil
 		}
 	}
-	sb, err = e.Create(ctx, o.sandboxSpec(t))
+	sb, err = e.Create(ctx, o.sandboxSpec(t, "agent-task-"+t.ID))
 	if err != nil {
 		return nil, false, fmt.Errorf("creating a sandbox for task %s: %w", t.ID, err)
 	}

@@ -126,8 +126,7 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	if err != nil {
 		return fail("%v", err)
 	}
-	spec := o.sandboxSpec(child)
-	spec.Name = "agent-sub-" + id + "-" + strconv.FormatInt(time.Now().UnixNano()%100000, 10)
+	spec := o.sandboxSpec(child, "agent-sub-"+id)
 	u, err := sandboxUser(cwt.Path)
 	if err != nil {
 		return fail("%v", err)
@@ -148,21 +147,12 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 		_ = sb.Remove(cctx)
 	}()
 
-	ag, err := agent.New(agent.Options{
-		Client:        s.r.ep.client,
-		Workspace:     sandboxWorkspace{sb: sb},
-		Model:         modelParam(s.r.ep),
-		MaxIterations: o.opts.MaxIterations,
-		ContextTokens: s.r.ep.ctxTokens,
-		Hooks:         o.opts.Hooks,
-		Sink:          s.sink,
-		SessionPath:   filepath.Join(filepath.Dir(t.Session), id+".jsonl"),
-		ArtifactDir:   o.artifactDir(id),
-		Env:           agent.Environment{Offline: true, Branch: branch, BaseCommit: snap},
-		Name:          st.Name,
-		ToolMode:      o.opts.ToolMode,
-		Task:          t.ID,
-	})
+	opts := s.r.agentOptions(sb, s.sink)
+	opts.Name = st.Name
+	opts.SessionPath = filepath.Join(filepath.Dir(t.Session), id+".jsonl")
+	opts.ArtifactDir = o.artifactDir(id)
+	opts.Env = agent.Environment{Offline: true, Branch: branch, BaseCommit: snap}
+	ag, err := agent.New(opts)
 	if err != nil {
 		return fail("%v", err)
 	}
