@@ -6,23 +6,13 @@ import (
 	"strings"
 )
 
-// wireMessage is a Message as sent to the server: reasoning stays in the
-// transcript and is not sent back.
-type wireMessage struct {
-	Role       Role       `json:"role"`
-	Content    string     `json:"content"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-	Name       string     `json:"name,omitempty"`
-}
-
 type streamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
 
 type wireRequest struct {
 	Model         string         `json:"model,omitempty"`
-	Messages      []wireMessage  `json:"messages"`
+	Messages      []Message      `json:"messages"`
 	Tools         []Tool         `json:"tools,omitempty"`
 	Temperature   *float64       `json:"temperature,omitempty"`
 	MaxTokens     int            `json:"max_tokens,omitempty"`
@@ -33,7 +23,7 @@ type wireRequest struct {
 func newWireRequest(req Request, model string, stream bool) wireRequest {
 	w := wireRequest{
 		Model:       req.Model,
-		Messages:    make([]wireMessage, len(req.Messages)),
+		Messages:    make([]Message, len(req.Messages)),
 		Tools:       req.Tools,
 		Temperature: req.Temperature,
 		MaxTokens:   req.MaxTokens,
@@ -43,7 +33,10 @@ func newWireRequest(req Request, model string, stream bool) wireRequest {
 		w.Model = model
 	}
 	for i, m := range req.Messages {
-		w.Messages[i] = wireMessage{Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name}
+		// Reasoning stays in the transcript and is not sent back (the
+		// field is omitempty).
+		m.Reasoning = ""
+		w.Messages[i] = m
 	}
 	if stream {
 		// Without this, OpenAI and vLLM send no usage at all when streaming;
