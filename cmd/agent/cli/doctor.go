@@ -98,7 +98,7 @@ func doctorRun(ctx context.Context, opts *DoctorOptions) error {
 	}
 	rep := d.run(ctx)
 	if opts.JSON {
-		if err := encodeJSON(opts.IO.Out, rep); err != nil {
+		if err := writeJSON(opts.IO.Out, rep); err != nil {
 			return err
 		}
 	} else {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -267,9 +266,7 @@ func imagesListRun(opts *ImagesListOptions) error {
 		return err
 	}
 	if opts.JSON {
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+		return writeJSON(opts.IO.Out, struct {
 			Images []images.Info `json:"images"`
 		}{list})
 	}
@@ -470,7 +467,7 @@ func imagesLoadRun(opts *ImagesLoadOptions) error {
 		return fmt.Errorf("loading %s: %w", opts.Input, err)
 	}
 	if opts.JSON {
-		return json.NewEncoder(opts.IO.Out).Encode(res)
+		return writeJSON(opts.IO.Out, res)
 	}
 	for _, l := range res.Images {
 		fmt.Fprintf(opts.IO.ErrOut, "loaded %s\n", l)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -171,7 +170,7 @@ func llmUpRun(ctx context.Context, opts *LLMUpOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return encodeJSON(opts.IO.Out, res)
+		return writeJSON(opts.IO.Out, res)
 	}
 	verb := "started"
 	switch {
@@ -232,7 +231,7 @@ func llmStatusRun(ctx context.Context, opts *LLMStatusOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "note: llm.url is set, so tasks use %s, not the managed server\n", cfg.LLM.URL)
 	}
 	if opts.JSON {
-		return encodeJSON(opts.IO.Out, s)
+		return writeJSON(opts.IO.Out, s)
 	}
 	writeStatus(opts.IO.Out, s)
 	return nil
@@ -358,12 +357,6 @@ func NewCmdLLMLogs(f *Factory, runF func(context.Context, *LLMLogsOptions) error
 // LLMEndpoint is the LLM URL commands use: llm.url when set, else the
 // managed llama-server on 127.0.0.1:llm.port.
 func LLMEndpoint(cfg *Config) string { return llamaserver.Endpoint(cfg.LLM.URL, cfg.LLM.Port) }
-
-func encodeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
 
 // progressRenderer shows the server's start on stderr: a spinner line
 // that updates in place on a terminal (redrawn every 100 ms), plain lines

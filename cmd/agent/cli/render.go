@@ -111,9 +111,7 @@ func (r *eventRenderer) Emit(e event.Event) {
 		r.running = ""
 	}
 	if r.mode == renderJSON {
-		if b, err := json.Marshal(e); err == nil {
-			_, _ = r.jsonw.Write(append(b, '\n'))
-		}
+		_ = writeJSONLine(r.jsonw, e)
 		return
 	}
 	r.clearStatus()
