@@ -82,6 +82,20 @@ func addTask(t *testing.T, r *Repo, id string) *Worktree {
 	return w
 }
 
+// committedTask is addTask with files (path, content pairs) written into
+// the worktree and committed on the task branch.
+func committedTask(t *testing.T, r *Repo, id string, files ...string) *Worktree {
+	t.Helper()
+	w := addTask(t, r, id)
+	for i := 0; i+1 < len(files); i += 2 {
+		write(t, filepath.Join(w.Path, files[i]), files[i+1])
+	}
+	if _, err := r.CommitAll(context.Background(), w, "task "+id); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 func TestOpenErrors(t *testing.T) {
 	integration(t)
 	ctx := context.Background()
@@ -220,12 +234,7 @@ func TestMergeRefusesDirtyFiles(t *testing.T) {
 	ctx := context.Background()
 	dir := newRepo(t)
 	r := openRepo(t, dir)
-	w := addTask(t, r, "t2")
-	write(t, filepath.Join(w.Path, "a.txt"), "agent\n")
-	write(t, filepath.Join(w.Path, "fresh.txt"), "agent\n")
-	if _, err := r.CommitAll(ctx, w, "x"); err != nil {
-		t.Fatal(err)
-	}
+	w := committedTask(t, r, "t2", "a.txt", "agent\n", "fresh.txt", "agent\n")
 	before := plainGit(t, dir, "rev-parse", "main")
 	write(t, filepath.Join(dir, "a.txt"), "user\n")
 	_, err := r.Merge(ctx, MergeOptions{Branch: w.Branch, Into: "main", Message: "m"})
@@ -254,12 +263,7 @@ func TestMergeConflictAndBaseMoved(t *testing.T) {
 	ctx := context.Background()
 	dir := newRepo(t)
 	r := openRepo(t, dir)
-	w := addTask(t, r, "t3")
-	write(t, filepath.Join(w.Path, "a.txt"), "agent\n")
-	write(t, filepath.Join(w.Path, "b.txt"), "b\n")
-	if _, err := r.CommitAll(ctx, w, "x"); err != nil {
-		t.Fatal(err)
-	}
+	w := committedTask(t, r, "t3", "a.txt", "agent\n", "b.txt", "b\n")
 	// The base moves with a conflicting change.
 	write(t, filepath.Join(dir, "a.txt"), "user\n")
 	plainGit(t, dir, "commit", "-q", "-am", "user change")
@@ -300,11 +304,7 @@ func TestMergeIntoBranchNotCheckedOut(t *testing.T) {
 	dir := newRepo(t)
 	plainGit(t, dir, "branch", "release")
 	r := openRepo(t, dir)
-	w := addTask(t, r, "t4")
-	write(t, filepath.Join(w.Path, "c.txt"), "c\n")
-	if _, err := r.CommitAll(ctx, w, "x"); err != nil {
-		t.Fatal(err)
-	}
+	w := committedTask(t, r, "t4", "c.txt", "c\n")
 	res, err := r.Merge(ctx, MergeOptions{Branch: w.Branch, Into: "release", Message: "m"})
 	if err != nil || res.Checkout != "" {
 		t.Fatalf("%+v %v", res, err)
@@ -483,11 +483,7 @@ func TestMergeRefusesOperationInProgress(t *testing.T) {
 	ctx := context.Background()
 	dir := newRepo(t)
 	r := openRepo(t, dir)
-	w := addTask(t, r, "inprog")
-	write(t, filepath.Join(w.Path, "n.txt"), "n\n")
-	if _, err := r.CommitAll(ctx, w, "n"); err != nil {
-		t.Fatal(err)
-	}
+	w := committedTask(t, r, "inprog", "n.txt", "n\n")
 	// A merge of the user's own, stopped on a conflict.
 	plainGit(t, dir, "checkout", "-q", "-b", "side")
 	write(t, filepath.Join(dir, "a.txt"), "side\n")
