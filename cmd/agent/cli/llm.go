@@ -354,10 +354,6 @@ func NewCmdLLMLogs(f *Factory, runF func(context.Context, *LLMLogsOptions) error
 	return cmd
 }
 
-// LLMEndpoint is the LLM URL commands use: llm.url when set, else the
-// managed llama-server on 127.0.0.1:llm.port.
-func LLMEndpoint(cfg *Config) string { return llamaserver.Endpoint(cfg.LLM.URL, cfg.LLM.Port) }
-
 // progressRenderer shows the server's start on stderr: a spinner line
 // that updates in place on a terminal (redrawn every 100 ms), plain lines
 // otherwise (at most one "still loading" line every 10 s, so logs stay

@@ -171,12 +171,3 @@ func TestWriteStatus(t *testing.T) {
 		t.Errorf("stopped: %s", buf.String())
 	}
 }
-
-func TestLLMEndpoint(t *testing.T) {
-	if got := LLMEndpoint(&Config{LLM: LLMConfig{Port: 8081}}); got != "http://127.0.0.1:8081" {
-		t.Errorf("default endpoint = %s", got)
-	}
-	if got := LLMEndpoint(&Config{LLM: LLMConfig{URL: "http://gpu-box:8000/v1", Port: 8081}}); got != "http://gpu-box:8000/v1" {
-		t.Errorf("configured endpoint = %s", got)
-	}
-}

@@ -29,16 +29,15 @@ type eventRenderer struct {
 	jsonw io.Writer // JSON lines (renderJSON)
 	start time.Time
 
-	midLine    bool // streamed text left the cursor mid-line
-	statusUp   bool // the status line is drawn
-	tokensIn   int
-	tokensOut  int
-	tools      int
-	running    string // the tool running now
-	lastStatus string
-	stop       chan struct{}
-	done       chan struct{}
-	now        func() time.Time
+	midLine   bool // streamed text left the cursor mid-line
+	statusUp  bool // the status line is drawn
+	tokensIn  int
+	tokensOut int
+	tools     int
+	running   string // the tool running now
+	stop      chan struct{}
+	done      chan struct{}
+	now       func() time.Time
 }
 
 // newEventRenderer picks the mode from the streams: JSON when asked, live
@@ -235,7 +234,6 @@ func (r *eventRenderer) drawStatus() {
 		spinner[int(el/(100*time.Millisecond))%len(spinner)], el.Round(time.Second), what, r.tools, r.tokensIn, r.tokensOut)
 	fmt.Fprint(r.w, "\r\x1b[2K\x1b[2m"+s+"\x1b[0m")
 	r.statusUp = true
-	r.lastStatus = s
 }
 
 func (r *eventRenderer) clearStatus() {
