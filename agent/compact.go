@@ -385,10 +385,7 @@ func (a *Agent) checkpoint(ctx context.Context, res *Result) error {
 	if u.PromptTokens == 0 && u.CompletionTokens == 0 {
 		u.PromptTokens, u.CompletionTokens = estimateMessages(req.Messages), estimateMessage(resp.Message)
 	}
-	res.Usage.PromptTokens += u.PromptTokens
-	res.Usage.CompletionTokens += u.CompletionTokens
-	res.Usage.TotalTokens += u.PromptTokens + u.CompletionTokens
-	a.emit(event.Event{Kind: event.Usage, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens})
+	a.countUsage(res, u)
 	summary := strings.TrimSpace(visibleText(resp.Message.Content))
 	if summary == "" {
 		return fmt.Errorf("the model wrote an empty summary")

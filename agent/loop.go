@@ -525,12 +525,16 @@ func (a *Agent) stream(ctx context.Context, req llm.Request, res *Result) (llm.R
 		// recorded, is estimated from its length like anything newer.
 		a.tokens.anchor(len(a.history), u.PromptTokens)
 	}
-	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	a.countUsage(res, u)
+	return resp, nil
+}
+
+// countUsage adds one request's tokens to the Run's total and reports them.
+func (a *Agent) countUsage(res *Result, u llm.Usage) {
 	res.Usage.PromptTokens += u.PromptTokens
 	res.Usage.CompletionTokens += u.CompletionTokens
-	res.Usage.TotalTokens += u.TotalTokens
+	res.Usage.TotalTokens += u.PromptTokens + u.CompletionTokens
 	a.emit(event.Event{Kind: event.Usage, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens})
-	return resp, nil
 }
 
 // wireMessages converts the context to what the server gets in a mode.
