@@ -94,13 +94,14 @@ func (lf *llmFlags) options(f *Factory, extra []string) (llamaserver.Options, er
 			return llamaserver.Options{}, err
 		}
 	}
-	labels := map[string]string{}
-	for _, l := range lf.labels {
-		k, v, ok := strings.Cut(l, "=")
-		if !ok || k == "" || strings.HasPrefix(k, "dev.localagent.llm.") || k == llamaserver.LabelManaged || k == llamaserver.LabelKind {
-			return llamaserver.Options{}, UsageErrorf("--label %q: want KEY=VALUE with a key agent does not set itself", l)
+	labels, err := parseLabelFlags(lf.labels)
+	if err != nil {
+		return llamaserver.Options{}, err
+	}
+	for k := range labels {
+		if strings.HasPrefix(k, "dev.localagent.llm.") || k == llamaserver.LabelManaged || k == llamaserver.LabelKind {
+			return llamaserver.Options{}, UsageErrorf("--label %q: agent sets that key itself", k)
 		}
-		labels[k] = v
 	}
 	o := llamaserver.Options{
 		Labels: labels,

@@ -134,18 +134,6 @@ func projectDir(repo string) string {
 	return d
 }
 
-func taskLabels(ls []string) (map[string]string, error) {
-	labels := map[string]string{}
-	for _, l := range ls {
-		k, v, ok := strings.Cut(l, "=")
-		if !ok || k == "" {
-			return nil, UsageErrorf("--label %q must be KEY=VALUE", l)
-		}
-		labels[k] = v
-	}
-	return labels, nil
-}
-
 // newOrchestrator builds the orchestrator from the configuration. Docker is
 // connected only when a command needs it.
 func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *RunFlags) (*orchestrator.Orchestrator, *Config, error) {
@@ -208,7 +196,7 @@ func taskRun(ctx context.Context, opts *TaskOptions) error {
 	if approve == approveAsk && (opts.JSON || !opts.IO.CanPrompt()) {
 		return errNeedApprove("agent task")
 	}
-	labels, err := taskLabels(opts.Labels)
+	labels, err := parseLabelFlags(opts.Labels)
 	if err != nil {
 		return err
 	}
@@ -333,7 +321,7 @@ func taskResumeRun(ctx context.Context, opts *TaskResumeOptions) error {
 	if approve == approveAsk && (opts.JSON || !opts.IO.CanPrompt()) {
 		return errNeedApprove("agent resume")
 	}
-	labels, err := taskLabels(opts.Labels)
+	labels, err := parseLabelFlags(opts.Labels)
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ func taskRefCmd(f *Factory, use, short, long string, run func(context.Context, *
 
 // loadTask opens the orchestrator (no Docker) and resolves a task.
 func loadTask(opts *TaskRefOptions) (*orchestrator.Orchestrator, *store.Task, error) {
-	labels, err := taskLabels(opts.Labels)
+	labels, err := parseLabelFlags(opts.Labels)
 	if err != nil {
 		return nil, nil, err
 	}
