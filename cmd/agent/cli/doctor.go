@@ -254,7 +254,7 @@ func (d *doctor) images(ctx context.Context) {
 		name := "image " + w.ref
 		switch {
 		case err == nil:
-			d.add(name, VerdictOK, fmt.Sprintf("present (%s, %s)", shortImageID(ii.ID), humanBytes(ii.Size)), "")
+			d.add(name, VerdictOK, fmt.Sprintf("present (%s, %s)", shortID(ii.ID), humanBytes(ii.Size)), "")
 		case cerrdefs.IsNotFound(err):
 			verdict := VerdictWarn
 			if w.required {

@@ -124,7 +124,7 @@ func imagesBuildRun(opts *ImagesBuildOptions) error {
 			return err
 		}
 		if !res.Skipped {
-			fmt.Fprintf(opts.IO.ErrOut, "built %s (%s, %s) in %s\n", res.Ref, shortImageID(res.ID), humanBytes(res.Size), res.Duration.Round(100*time.Millisecond))
+			fmt.Fprintf(opts.IO.ErrOut, "built %s (%s, %s) in %s\n", res.Ref, shortID(res.ID), humanBytes(res.Size), res.Duration.Round(100*time.Millisecond))
 		}
 	}
 	return nil
@@ -279,7 +279,7 @@ func imagesListRun(opts *ImagesListOptions) error {
 			missing = append(missing, im.Name)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", im.Name, im.Ref, shortImageID(im.ID), humanBytes(im.Size), im.Created.Local().Format("2006-01-02 15:04"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", im.Name, im.Ref, shortID(im.ID), humanBytes(im.Size), im.Created.Local().Format("2006-01-02 15:04"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -475,7 +475,8 @@ func imagesLoadRun(opts *ImagesLoadOptions) error {
 	return nil
 }
 
-func shortImageID(id string) string {
+// shortID is the 12-character form of a container or image id.
+func shortID(id string) string {
 	id = strings.TrimPrefix(id, "sha256:")
 	if len(id) > 12 {
 		return id[:12]

@@ -275,11 +275,7 @@ func writeStatus(w io.Writer, s *llamaserver.Status) {
 	if s.Build != "" {
 		row("build", "%s", s.Build)
 	}
-	id := s.ID
-	if len(id) > 12 {
-		id = id[:12]
-	}
-	row("container", "%s (%s)", s.Name, id)
+	row("container", "%s (%s)", s.Name, shortID(s.ID))
 	_ = tw.Flush()
 }
 

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -431,22 +430,9 @@ func sandboxListRun(ctx context.Context, opts *SandboxListOptions) error {
 	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tIMAGE\tUSER\tCREATED\tWORKSPACE")
 	for _, sb := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", sb.ID[:12], sb.State, sb.Image, sb.User, age(sb.Created), sb.Workspace)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", shortID(sb.ID), sb.State, sb.Image, sb.User, age(sb.Created)+" ago", sb.Workspace)
 	}
 	return tw.Flush()
-}
-
-func age(t time.Time) string {
-	d := time.Since(t).Round(time.Second)
-	switch {
-	case d < time.Minute:
-		return d.String() + " ago"
-	case d < time.Hour:
-		return fmt.Sprintf("%dm ago", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh ago", int(d.Hours()))
-	}
-	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
 }
 
 // SandboxRemoveOptions are the inputs of `agent sandbox rm`.

@@ -130,22 +130,9 @@ func tasksRun(ctx context.Context, opts *TasksOptions) error {
 				}
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.State, t.Branch, taskAge(t.Created), changes, oneLine(t.Prompt, 40))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.State, t.Branch, age(t.Created), changes, oneLine(t.Prompt, 40))
 	}
 	return tw.Flush()
-}
-
-func taskAge(t time.Time) string {
-	d := time.Since(t)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
-	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
 // NewCmdTaskDiff builds `agent diff`.
