@@ -52,19 +52,15 @@ func (s *artifactStore) save(output string) (string, error) {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return "", fmt.Errorf("artifact dir: %w", err)
 	}
-	s.mu.Lock()
-	s.next++
-	id := "a" + strconv.Itoa(s.next)
-	s.mu.Unlock()
 	// O_EXCL: a resumed session continues numbering from 1, so skip ids an
 	// earlier run of the same session already used.
 	for {
+		s.mu.Lock()
+		s.next++
+		id := "a" + strconv.Itoa(s.next)
+		s.mu.Unlock()
 		f, err := os.OpenFile(s.path(id), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if errors.Is(err, os.ErrExist) {
-			s.mu.Lock()
-			s.next++
-			id = "a" + strconv.Itoa(s.next)
-			s.mu.Unlock()
 			continue
 		}
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -386,6 +387,23 @@ func TestArtifactIDsCannotEscape(t *testing.T) {
 		if out, ok := s.page(id, 1, 10); ok {
 			t.Errorf("page(%q) = %q", id, out)
 		}
+	}
+}
+
+// A resumed session numbers artifacts from 1 again: ids an earlier run
+// stored are skipped, never overwritten.
+func TestArtifactIDsSkipEarlierRuns(t *testing.T) {
+	dir := t.TempDir()
+	first, err := newArtifactStore(dir, "s-").save("first run")
+	if err != nil || first != "a1" {
+		t.Fatalf("first save: %q, %v", first, err)
+	}
+	second, err := newArtifactStore(dir, "s-").save("resumed run")
+	if err != nil || second != "a2" {
+		t.Fatalf("save after resume: %q, %v", second, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "s-a1.txt")); err != nil || string(b) != "first run" {
+		t.Fatalf("a1 = %q, %v", b, err)
 	}
 }
 
