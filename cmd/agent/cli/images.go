@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -98,10 +99,10 @@ func expandImageNames(name string) ([]string, error) {
 	if name == "all" {
 		return images.Names(), nil
 	}
-	if _, ok := images.Lookup(name); !ok {
+	d, ok := images.Lookup(name)
+	if !ok {
 		return nil, UsageErrorf("unknown image %q: choose one of %s, all", name, strings.Join(images.Names(), ", "))
 	}
-	d, _ := images.Lookup(name)
 	return []string{d.Name}, nil
 }
 
@@ -359,7 +360,7 @@ func imagesSaveRun(opts *ImagesSaveOptions) error {
 	if opts.Output != "-" {
 		// Write next to the destination and rename at the end, so an
 		// interrupted save never leaves a truncated bundle under FILE.
-		file, err = os.CreateTemp(dirOf(opts.Output), ".agent-bundle-*")
+		file, err = os.CreateTemp(filepath.Dir(opts.Output), ".agent-bundle-*")
 		if err != nil {
 			return fmt.Errorf("creating %s: %w", opts.Output, err)
 		}
@@ -397,16 +398,6 @@ func imagesSaveRun(opts *ImagesSaveOptions) error {
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "saved %s to %s (%s)\n", strings.Join(names, ", "), opts.Output, humanBytes(m.Archive.Size))
 	return nil
-}
-
-func dirOf(path string) string {
-	if i := strings.LastIndex(path, "/"); i >= 0 {
-		if i == 0 {
-			return "/"
-		}
-		return path[:i]
-	}
-	return "."
 }
 
 // ImagesLoadOptions are the inputs of `agent images load`.
