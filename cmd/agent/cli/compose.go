@@ -66,7 +66,7 @@ func composeRenderRun(ctx context.Context, opts *ComposeRenderOptions) error {
 	// host which devices exist; without an engine the file is still
 	// useful, written for this project's own image.
 	img, host := llamaserver.ImageFacts{}, llamaserver.DefaultHostFacts(o.ModelFile)
-	if c, derr := opts.Factory.Docker(ctx); derr == nil {
+	if c, derr := opts.Factory.Docker(); derr == nil {
 		o2, i, h, ferr := llamaserver.New(c, nil).Facts(ctx, o)
 		if ferr != nil {
 			fmt.Fprintf(opts.IO.ErrOut, "warning: %v\n", ferr)

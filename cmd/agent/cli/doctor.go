@@ -91,7 +91,7 @@ func doctorRun(ctx context.Context, opts *DoctorOptions) error {
 		return err
 	}
 	d := &doctor{cfg: cfg, devDir: "/dev", cdiDirs: []string{"/etc/cdi", "/var/run/cdi"}}
-	if c, err := opts.Factory.Docker(ctx); err == nil {
+	if c, err := opts.Factory.Docker(); err == nil {
 		d.docker = c
 	} else {
 		d.dockerErr = err

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"sync"
 
@@ -48,16 +47,16 @@ func (f *Factory) BindFlag(key string, fl *pflag.Flag) { f.conf.bind(key, fl) }
 // repository a command works on); by default the working directory.
 func (f *Factory) SetProjectDir(dir func() string) { f.conf.projDir = dir }
 
-// Docker returns a client for the local engine with API version
-// negotiation (the engine may be older than the SDK).
-func (f *Factory) Docker(ctx context.Context) (*client.Client, error) {
+// Docker returns a client for the local engine. It negotiates the API
+// version (the engine may be older than the SDK) on its first request, so
+// building it costs no round trip: sandbox.New pings the engine anyway.
+func (f *Factory) Docker() (*client.Client, error) {
 	f.dockerOnce.Do(func() {
 		c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 		if err != nil {
 			f.dockerErr = fmt.Errorf("docker client: %w", err)
 			return
 		}
-		c.NegotiateAPIVersion(ctx)
 		f.docker = c
 	})
 	return f.docker, f.dockerErr

@@ -220,8 +220,8 @@ func (t *ttyProgress) stop() {
 // factoryEngine adapts the factory's lazily built Docker client to the
 // images package's engine seam.
 func factoryEngine(f *Factory) func(context.Context) (images.Engine, error) {
-	return func(ctx context.Context) (images.Engine, error) {
-		c, err := f.Docker(ctx)
+	return func(context.Context) (images.Engine, error) {
+		c, err := f.Docker()
 		if err != nil {
 			return nil, err
 		}

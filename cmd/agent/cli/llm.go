@@ -159,7 +159,7 @@ settings is replaced. Arguments after -- are passed to llama-server.`,
 }
 
 func llmUpRun(ctx context.Context, opts *LLMUpOptions) error {
-	c, err := opts.Factory.Docker(ctx)
+	c, err := opts.Factory.Docker()
 	if err != nil {
 		return err
 	}
@@ -219,7 +219,7 @@ func NewCmdLLMStatus(f *Factory, runF func(context.Context, *LLMStatusOptions) e
 }
 
 func llmStatusRun(ctx context.Context, opts *LLMStatusOptions) error {
-	c, err := opts.Factory.Docker(ctx)
+	c, err := opts.Factory.Docker()
 	if err != nil {
 		return err
 	}
@@ -297,7 +297,7 @@ func NewCmdLLMDown(f *Factory, runF func(context.Context, *LLMDownOptions) error
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			c, err := f.Docker(cmd.Context())
+			c, err := f.Docker()
 			if err != nil {
 				return err
 			}
@@ -337,7 +337,7 @@ func NewCmdLLMLogs(f *Factory, runF func(context.Context, *LLMLogsOptions) error
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			c, err := f.Docker(cmd.Context())
+			c, err := f.Docker()
 			if err != nil {
 				return err
 			}

@@ -47,7 +47,7 @@ through the Docker exec API.`,
 // sandboxEngine connects to the engine through the factory's client and
 // checks that it can run sandboxes.
 func sandboxEngine(ctx context.Context, f *Factory) (*sandbox.Engine, error) {
-	c, err := f.Docker(ctx)
+	c, err := f.Docker()
 	if err != nil {
 		return nil, err
 	}
