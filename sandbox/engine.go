@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"strings"
-	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
@@ -62,8 +61,6 @@ type Engine struct {
 	DefaultRuntime string
 
 	closer func() error // set when Connect opened the client
-
-	shells sync.Map // image -> the shell found in it (see Sandbox.resolveShell)
 }
 
 // Close releases the client when Connect opened it; an Engine made by New

@@ -45,8 +45,11 @@ type Sandbox struct {
 
 	e *Engine
 
+	// shell is Spec.Shell (or LabelShell of a found sandbox): the bash
+	// tool's shell; "" lets the toolbox choose (bash where the image has it).
+	shell string
+
 	mu      sync.Mutex
-	shell   string // the bash tool's shell; "" until resolved
 	sess    *session
 	opening chan struct{} // closed when a session open in progress ends
 	lastTry time.Time     // last failed open, to back off re-opening

@@ -75,7 +75,8 @@ func (e *Engine) openSession(ctx context.Context, id, user, shell string) (*sess
 }
 
 // toolboxCmd is the toolbox command line for mode, with the bash tool's
-// shell when one was chosen.
+// shell when one was chosen; otherwise the toolbox picks /bin/bash where the
+// image has it, else /bin/sh.
 func toolboxCmd(mode, shell string) []string {
 	cmd := []string{ToolboxPath, mode}
 	if shell != "" {

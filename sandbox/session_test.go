@@ -139,6 +139,11 @@ func TestBashToolShell(t *testing.T) {
 	if r := sh(t, debian, probe); r.IsError || strings.Contains(r.Output, "bash=none") {
 		t.Errorf("image with bash: %+v", r)
 	}
+	// The per-call fallback chooses the same shell as the session.
+	debian.Close()
+	if r := sh(t, debian, probe); r.IsError || strings.Contains(r.Output, "bash=none") {
+		t.Errorf("image with bash, one exec per call: %+v", r)
+	}
 	// Control: the same probe under /bin/sh (dash) shows no bash.
 	dash := sandboxtest.New(t, e, sandbox.Spec{Image: sandboxtest.SandboxImage, Shell: "/bin/sh"})
 	if r := sh(t, dash, probe); !strings.Contains(r.Output, "bash=none") {

@@ -60,11 +60,8 @@ func (s *Sandbox) callExec(ctx context.Context, name string, args json.RawMessag
 		return resp, fmt.Errorf("encoding %s request: %w", name, err)
 	}
 	var out, errOut bytes.Buffer
-	s.mu.Lock()
-	shell := s.shell
-	s.mu.Unlock()
 	res, err := s.Exec(ctx, ExecOptions{
-		Cmd:   toolboxCmd("call", shell),
+		Cmd:   toolboxCmd("call", s.shell),
 		Stdin: bytes.NewReader(append(req, '\n')), Stdout: &out, Stderr: &errOut,
 	})
 	if err != nil {
@@ -128,8 +125,7 @@ func (s *Sandbox) startOpenLocked() chan struct{} {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), sessionOpenTimeout)
 		defer cancel()
-		shell := s.resolveShell(ctx)
-		sess, err := s.e.openSession(ctx, s.ID, s.User, shell)
+		sess, err := s.e.openSession(ctx, s.ID, s.User, s.shell)
 		s.mu.Lock()
 		s.opening = nil
 		switch {
@@ -154,38 +150,4 @@ func (s *Sandbox) dropSession(sess *session) {
 	}
 	s.mu.Unlock()
 	sess.close()
-}
-
-// bashPath is the shell preferred for the bash tool: models write bash.
-const bashPath = "/bin/bash"
-
-// resolveShell decides, once per image and Engine, whether the image has
-// bash: one exec of `/bin/bash -c true`. Images without it (busybox,
-// scratch) keep the toolbox default, /bin/sh.
-func (s *Sandbox) resolveShell(ctx context.Context) string {
-	s.mu.Lock()
-	shell := s.shell
-	s.mu.Unlock()
-	if shell != "" {
-		return shell
-	}
-	if v, ok := s.e.shells.Load(s.Image); ok && s.Image != "" {
-		shell = v.(string)
-	} else {
-		code, err := s.e.exec(ctx, s.ID, ExecOptions{Cmd: []string{bashPath, "-c", "true"}, User: s.User, WorkingDir: "/"})
-		if err != nil {
-			return "" // the open that follows reports the real problem
-		}
-		shell = "/bin/sh"
-		if code == 0 {
-			shell = bashPath
-		}
-		if s.Image != "" {
-			s.e.shells.Store(s.Image, shell)
-		}
-	}
-	s.mu.Lock()
-	s.shell = shell
-	s.mu.Unlock()
-	return shell
 }

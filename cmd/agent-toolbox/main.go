@@ -30,7 +30,7 @@ flags (idle, forward):
 flags (serve, call):
   -root DIR       workspace directory (default /workspace)
   -max-output N   cap on a command's output in bytes (default 262144)
-  -shell PATH     shell for the bash tool, run as PATH -c COMMAND (default /bin/sh)
+  -shell PATH     shell for the bash tool, run as PATH -c COMMAND (default /bin/bash if present, else /bin/sh)
 `
 
 // pollable returns a second *os.File for f's descriptor, switched to
@@ -125,7 +125,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	root := fs.String("root", toolbox.WorkspaceRoot, "workspace directory")
 	maxOutput := fs.Int("max-output", 0, "cap on a command's output in bytes")
-	shell := fs.String("shell", "/bin/sh", "shell that runs the bash tool's commands as SHELL -c COMMAND")
+	shell := fs.String("shell", "", "shell that runs the bash tool's commands as SHELL -c COMMAND (default /bin/bash if present, else /bin/sh)")
 	if err := fs.Parse(rest); err != nil {
 		return 2
 	}

@@ -50,17 +50,35 @@ func (s *Server) bash(ctx context.Context, raw json.RawMessage) Response {
 		note = fmt.Sprintf("[timeout lowered from %gs to the maximum %s]\n", a.Timeout, lim.MaxTimeout)
 		timeout = lim.MaxTimeout
 	}
-	shell := s.Shell
-	if shell == "" {
-		shell = "/bin/sh"
-	}
-	if _, err := os.Stat(shell); err != nil {
+	shell, ok := s.shell()
+	if !ok {
 		return errorf("this image has no %s, so the bash tool cannot run commands; the file tools (read_file, write_file, edit_file, list_dir, glob, grep) still work, or use an image that has a shell", shell)
 	}
 
 	res := s.run(ctx, shell, a.Command, timeout)
 	res.Output = note + res.Output
 	return res
+}
+
+// defaultShells are tried in order when Server.Shell is empty: bash, which
+// models write, where the image has it, else /bin/sh, the one shell every
+// image that has a shell provides.
+var defaultShells = []string{"/bin/bash", "/bin/sh"}
+
+// shell is the shell that runs the bash tool's commands, and whether it
+// exists. Looking inside the container costs a stat per call, and the choice
+// is the same however the call arrives (session or one exec per call).
+func (s *Server) shell() (string, bool) {
+	if s.Shell != "" {
+		_, err := os.Stat(s.Shell)
+		return s.Shell, err == nil
+	}
+	for _, sh := range defaultShells {
+		if _, err := os.Stat(sh); err == nil {
+			return sh, true
+		}
+	}
+	return defaultShells[len(defaultShells)-1], false
 }
 
 // run executes command in its own process group with both output streams

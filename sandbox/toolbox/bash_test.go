@@ -90,6 +90,21 @@ func TestBashBadArguments(t *testing.T) {
 	check(t, r, true, "this image has no /nonexistent/sh", "file tools")
 }
 
+// With no shell given, commands run under bash where it exists; a shell
+// given explicitly (the control) wins.
+func TestBashDefaultShell(t *testing.T) {
+	if _, err := os.Stat("/bin/bash"); err != nil {
+		t.Skip("no /bin/bash on this machine")
+	}
+	const probe = `echo "bash=${BASH_VERSION:+yes}"`
+	s := newTestServer(t)
+	check(t, call(t, s, ToolBash, BashArgs{Command: probe}), false, "bash=yes")
+	s.Shell = "/bin/sh"
+	if r := call(t, s, ToolBash, BashArgs{Command: probe}); !strings.Contains(r.Output, "bash=\n") {
+		t.Errorf("explicit /bin/sh: %+v", r)
+	}
+}
+
 func TestBashTimeoutKillsTheGroup(t *testing.T) {
 	s := newTestServer(t)
 	sleep, marker := uniqueSleep(t)

@@ -19,7 +19,8 @@
 // copying bytes to the host proxy's unix socket; see Forward). Server is
 // usable in-process with any Root, which is how the unit tests run.
 //
-// Commands run as /bin/sh -c in their own process group. Timeouts, cancels
+// Commands run as SHELL -c (/bin/bash where the image has it, else /bin/sh,
+// unless a shell is given) in their own process group. Timeouts, cancels
 // and the end of every call SIGKILL that group until it is empty; the
 // binary is also a child subreaper (Server.KillOrphans), so processes that
 // left the group (setsid) are re-parented to it and ended once no command

@@ -88,7 +88,7 @@ type Server struct {
 	// Limits bound outputs and timeouts; zero fields take defaults.
 	Limits Limits
 	// Shell runs the bash tool's command as Shell -c COMMAND; empty means
-	// /bin/sh (the one shell every image that has a shell provides).
+	// /bin/bash when it exists (models write bash), else /bin/sh.
 	Shell string
 	// CgroupDir is where the container's cgroup filesystem is mounted, read
 	// to tell an out-of-memory kill from any other SIGKILL; empty means
