@@ -97,9 +97,6 @@ func StateID(stateDir string) string {
 // Store is the task store.
 func (o *Orchestrator) Store() *store.Store { return o.store }
 
-// StateDir is the absolute state directory.
-func (o *Orchestrator) StateDir() string { return o.opts.StateDir }
-
 func (o *Orchestrator) engine(ctx context.Context) (*sandbox.Engine, error) {
 	o.engOnce.Do(func() {
 		if o.opts.Engine == nil {

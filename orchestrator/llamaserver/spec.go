@@ -136,14 +136,6 @@ func (o Options) modelFile() string {
 	return o.Model
 }
 
-// SlotCtx is the context each slot gets.
-func (o Options) SlotCtx() int {
-	if o.Parallel < 1 {
-		return 0
-	}
-	return o.Ctx / o.Parallel
-}
-
 // Args are llama-server's arguments. Every setting whose default moved
 // between llama.cpp versions is explicit.
 func (o Options) Args() []string {

@@ -243,15 +243,6 @@ func devices(hc *container.HostConfig) []string {
 	return out
 }
 
-// Endpoint is the LLM endpoint the agent uses: the configured URL, or the
-// managed server's on 127.0.0.1:port when none is configured.
-func Endpoint(configured string, port int) string {
-	if strings.TrimSpace(configured) != "" {
-		return configured
-	}
-	return URL(port)
-}
-
 // Capacity is what the server offers the agent: how many requests run at
 // once (the bound on concurrent sub-agents) and the context of each (the
 // agent's context budget).

@@ -58,23 +58,3 @@ func LockFile(ctx context.Context, path string) (unlock func(), err error) {
 		}
 	}
 }
-
-// TryLockFile takes an exclusive flock on path if it is free. It returns
-// ok=false (and no error) when another process holds it.
-func TryLockFile(path string) (unlock func(), ok bool, err error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, false, fmt.Errorf("opening lock %s: %w", path, err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		_ = f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, false, nil
-		}
-		return nil, false, fmt.Errorf("locking %s: %w", path, err)
-	}
-	return func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		_ = f.Close()
-	}, true, nil
-}
