@@ -380,7 +380,7 @@ var nonPublic = []struct {
 	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"},
 	{netip.MustParsePrefix("::/128"), "unspecified"},
 	{netip.MustParsePrefix("::1/128"), "loopback"},
-	{netip.MustParsePrefix("::ffff:0:0/96"), "IPv4-mapped"},
+	// ::ffff:0:0/96 (IPv4-mapped) is judged by NonPublic before this table.
 	{netip.MustParsePrefix("64:ff9b::/96"), "NAT64"},
 	{netip.MustParsePrefix("64:ff9b:1::/48"), "NAT64"},
 	{netip.MustParsePrefix("::/8"), "reserved"}, // after NAT64, which it contains
@@ -393,6 +393,9 @@ var nonPublic = []struct {
 	{netip.MustParsePrefix("fec0::/10"), "site-local"},
 	{netip.MustParsePrefix("ff00::/8"), "multicast"},
 }
+
+// globalUnicast is the only IPv6 range allocated as global unicast.
+var globalUnicast = netip.MustParsePrefix("2000::/3")
 
 // NonPublic says what kind of non-public address ip is ("loopback",
 // "private", ...) or "" for a public unicast address. An IPv4-mapped IPv6
@@ -414,8 +417,7 @@ func NonPublic(ip netip.Addr) string {
 			return n.kind
 		}
 	}
-	if ip.Is6() && !netip.MustParsePrefix("2000::/3").Contains(ip) {
-		// Only 2000::/3 is allocated as global unicast.
+	if ip.Is6() && !globalUnicast.Contains(ip) {
 		return "reserved"
 	}
 	return ""
