@@ -76,9 +76,6 @@ func (m *Manager) Up(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := o.ResolveModel(); err != nil {
-		return nil, err
-	}
 	o.StartTimeout = o.timeout()
 	res := &Result{Warnings: mc.Warnings}
 	if o.GPUs.Mode == GPUNone && m.local() {
@@ -90,11 +87,7 @@ func (m *Manager) Up(ctx context.Context, o Options) (*Result, error) {
 		m.emit(event.Notice, "warning: "+w)
 	}
 
-	img, err := m.imageFacts(ctx, o.Image)
-	if err != nil {
-		return nil, err
-	}
-	host, err := m.hostFacts(o)
+	o, img, host, err := m.Facts(ctx, o)
 	if err != nil {
 		return nil, err
 	}
