@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -54,23 +55,31 @@ func sandboxEngine(ctx context.Context, f *Factory) (*sandbox.Engine, error) {
 	return sandbox.New(ctx, c)
 }
 
-// sandboxSpec turns the configuration into a sandbox spec for workspace.
-func sandboxSpec(cfg *Config, workspace string) (sandbox.Spec, error) {
+// sandboxSpec turns the sandbox.* configuration into the spec every
+// workspace sandbox starts from. A missing toolbox comes back on its own,
+// as toolboxErr: commands that never create a sandbox work without one.
+func sandboxSpec(cfg *Config) (spec sandbox.Spec, toolboxErr, err error) {
 	limits, err := policy.LimitsFrom(cfg.Sandbox.Memory, cfg.Sandbox.CPUs, cfg.Sandbox.Pids, cfg.Sandbox.Tmpfs)
 	if err != nil {
-		return sandbox.Spec{}, fmt.Errorf("sandbox configuration: %w", err)
+		return sandbox.Spec{}, nil, fmt.Errorf("sandbox configuration: %w", err)
 	}
-	tb, err := sandbox.FindToolbox(cfg.Sandbox.Toolbox)
-	if err != nil {
-		return sandbox.Spec{}, err
+	var seccomp *specs.LinuxSeccomp
+	switch cfg.Sandbox.Seccomp {
+	case "", "default":
+	case "strict":
+		seccomp = policy.StrictSeccomp()
+	default:
+		return sandbox.Spec{}, nil, fmt.Errorf("configuration sandbox.seccomp is %q: want default or strict", cfg.Sandbox.Seccomp)
 	}
+	tb, toolboxErr := sandbox.FindToolbox(cfg.Sandbox.Toolbox)
 	return sandbox.Spec{
-		Workspace: workspace,
-		Image:     cfg.Sandbox.Image,
-		Toolbox:   tb,
-		Limits:    limits,
-		Runtime:   cfg.Sandbox.Runtime,
-	}, nil
+		Image:   cfg.Sandbox.Image,
+		Toolbox: tb,
+		Limits:  limits,
+		Runtime: cfg.Sandbox.Runtime,
+		Seccomp: seccomp,
+		Shell:   cfg.Sandbox.Shell,
+	}, toolboxErr, nil
 }
 
 // SandboxCreateOptions are the inputs of `agent sandbox create`.
@@ -80,7 +89,6 @@ type SandboxCreateOptions struct {
 	Workspace string
 	Labels    []string
 	User      string
-	Seccomp   string
 	JSON      bool
 }
 
@@ -95,6 +103,9 @@ func NewCmdSandboxCreate(f *Factory, runF func(context.Context, *SandboxCreateOp
 			if opts.Workspace == "" {
 				return UsageErrorf("--workspace DIR is required")
 			}
+			if s, _ := cmd.Flags().GetString("seccomp"); s != "" && s != "default" && s != "strict" {
+				return UsageErrorf("--seccomp %q must be default or strict", s)
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -105,7 +116,6 @@ func NewCmdSandboxCreate(f *Factory, runF func(context.Context, *SandboxCreateOp
 	fl.StringVarP(&opts.Workspace, "workspace", "w", "", "host directory to mount at /workspace")
 	fl.BoolVar(&opts.JSON, "json", false, "print a JSON object instead of the id")
 	fl.StringArrayVar(&opts.Labels, "label", nil, "extra container label KEY=VALUE (repeatable)")
-	fl.StringVar(&opts.Seccomp, "seccomp", "default", "seccomp profile: default (the engine's) or strict (a tighter allowlist)")
 	fl.StringVarP(&opts.User, "user", "u", "", "UID:GID to run as (default: yours; when you are root, the workspace owner or an unprivileged uid)")
 	fl.String("image", "", "sandbox image (config sandbox.image)")
 	fl.String("memory", "", "memory limit, e.g. 4g (config sandbox.memory)")
@@ -114,7 +124,8 @@ func NewCmdSandboxCreate(f *Factory, runF func(context.Context, *SandboxCreateOp
 	fl.String("tmpfs", "", "size of /tmp and the home tmpfs (config sandbox.tmpfs)")
 	fl.String("runtime", "", "OCI runtime, e.g. runsc (config sandbox.runtime)")
 	fl.String("toolbox", "", "path of the agent-toolbox binary (config sandbox.toolbox)")
-	for _, k := range []string{"image", "memory", "cpus", "pids", "tmpfs", "runtime", "toolbox"} {
+	fl.String("seccomp", "", "seccomp profile: default (the engine's) or strict (a tighter allowlist) (config sandbox.seccomp)")
+	for _, k := range []string{"image", "memory", "cpus", "pids", "tmpfs", "runtime", "toolbox", "seccomp"} {
 		f.BindFlag("sandbox."+k, fl.Lookup(k))
 	}
 	return cmd
@@ -152,19 +163,14 @@ func sandboxCreateRun(ctx context.Context, opts *SandboxCreateOptions) error {
 	} else if !fi.IsDir() {
 		return fmt.Errorf("workspace %s is not a directory", opts.Workspace)
 	}
-	spec, err := sandboxSpec(cfg, opts.Workspace)
+	spec, tbErr, err := sandboxSpec(cfg)
 	if err != nil {
 		return err
 	}
-	spec.Labels = labels
-	spec.User = opts.User
-	switch opts.Seccomp {
-	case "", "default":
-	case "strict":
-		spec.Seccomp = policy.StrictSeccomp()
-	default:
-		return UsageErrorf("--seccomp %q must be default or strict", opts.Seccomp)
+	if tbErr != nil {
+		return tbErr
 	}
+	spec.Workspace, spec.Labels, spec.User = opts.Workspace, labels, opts.User
 	e, err := sandboxEngine(ctx, opts.Factory)
 	if err != nil {
 		return err

@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/spf13/cobra"
 
 	"github.com/localagent/agent/agent"
@@ -144,30 +143,19 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 	if rf != nil {
 		rf.apply(cfg)
 	}
-	limits, err := policy.LimitsFrom(cfg.Sandbox.Memory, cfg.Sandbox.CPUs, cfg.Sandbox.Pids, cfg.Sandbox.Tmpfs)
+	spec, tbErr, err := sandboxSpec(cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("sandbox configuration: %w", err)
+		return nil, nil, err
 	}
-	var seccomp *specs.LinuxSeccomp
-	switch cfg.Sandbox.Seccomp {
-	case "", "default":
-	case "strict":
-		seccomp = policy.StrictSeccomp()
-	default:
-		return nil, nil, fmt.Errorf("configuration sandbox.seccomp is %q: want default or strict", cfg.Sandbox.Seccomp)
-	}
+	spec.Labels = labels
 	egress, err := policy.ParseEgress(cfg.Sandbox.Egress)
 	if err != nil {
 		return nil, nil, fmt.Errorf("configuration sandbox.egress: %w", err)
 	}
-	tb, tbErr := sandbox.FindToolbox(cfg.Sandbox.Toolbox)
 	o, err := orchestrator.New(orchestrator.Options{
-		StateDir: cfg.StateDir,
-		Engine:   func(ctx context.Context) (*sandbox.Engine, error) { return sandboxEngine(ctx, f) },
-		Sandbox: sandbox.Spec{
-			Image: cfg.Sandbox.Image, Toolbox: tb, Limits: limits, Runtime: cfg.Sandbox.Runtime, Labels: labels,
-			Seccomp: seccomp, Shell: cfg.Sandbox.Shell,
-		},
+		StateDir:      cfg.StateDir,
+		Engine:        func(ctx context.Context) (*sandbox.Engine, error) { return sandboxEngine(ctx, f) },
+		Sandbox:       spec,
 		ToolboxError:  tbErr,
 		Sink:          sink,
 		MaxIterations: cfg.Agent.MaxIterations,
