@@ -271,18 +271,25 @@ func TestHooksRunInTheWorkspace(t *testing.T) {
 
 func TestReadOnlyCallsRunConcurrentlyWritesInOrder(t *testing.T) {
 	ws := newMemWorkspace(map[string]string{"a": "1", "b": "2", "c": "3"})
-	var inFlight, peak atomic.Int32
-	ws.hook = func(tool string, _ json.RawMessage) (ToolResult, error, bool) {
-		if tool == ToolReadFile {
-			n := inFlight.Add(1)
-			for {
-				p := peak.Load()
-				if n <= p || peak.CompareAndSwap(p, n) {
-					break
-				}
+	// The reads of a and b in the first reply: the first to start waits
+	// until the other has started too, which it would wait for in vain if
+	// they ran one after the other. No sleep decides it.
+	var reads atomic.Int32
+	bothStarted := make(chan struct{})
+	overlapped := true
+	ws.hook = func(tool string, args json.RawMessage) (ToolResult, error, bool) {
+		if tool != ToolReadFile || (string(args) != `{"path":"a"}` && string(args) != `{"path":"b"}`) {
+			return ToolResult{}, nil, false
+		}
+		switch reads.Add(1) {
+		case 1:
+			select {
+			case <-bothStarted:
+			case <-time.After(10 * time.Second):
+				overlapped = false
 			}
-			time.Sleep(30 * time.Millisecond)
-			inFlight.Add(-1)
+		case 2:
+			close(bothStarted)
 		}
 		return ToolResult{}, nil, false
 	}
@@ -296,8 +303,8 @@ func TestReadOnlyCallsRunConcurrentlyWritesInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if peak.Load() < 2 {
-		t.Errorf("read-only calls did not overlap (peak %d)", peak.Load())
+	if !overlapped {
+		t.Error("read-only calls did not overlap")
 	}
 	msgs := c.requests()[1].Messages
 	if got := msgs[len(msgs)-1].Content; !strings.Contains(got, "new") {
