@@ -57,7 +57,6 @@ type Timings struct {
 type Command struct {
 	Command    string `json:"command"`
 	ExitCode   *int   `json:"exit_code,omitempty"`
-	TimedOut   bool   `json:"timed_out,omitempty"`
 	DurationMS int64  `json:"duration_ms"`
 }
 
