@@ -279,19 +279,21 @@ turns:
 }
 
 // Keep-alive pings reset the idle timer: a slow but live server is not cut.
+// The pings span longer than the idle timeout, each a tenth of it apart,
+// so a loaded machine has room to be late.
 func TestPingsKeepStreamAlive(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		rc := http.NewResponseController(w)
-		for range 6 {
+		for range 15 {
 			_, _ = w.Write([]byte(": ping\n\n"))
 			_ = rc.Flush()
-			time.Sleep(60 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond)
 		}
 		_, _ = w.Write([]byte(`data: {"choices":[{"index":0,"delta":{"content":"alive"},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"))
 	}))
 	defer srv.Close()
-	c := newClient(t, srv.URL, func(o *llm.Options) { o.IdleTimeout = 150 * time.Millisecond })
+	c := newClient(t, srv.URL, func(o *llm.Options) { o.IdleTimeout = 500 * time.Millisecond })
 	resp, err := c.Stream(context.Background(), userReq("hi"), nil)
 	if err != nil || resp.Message.Content != "alive" {
 		t.Fatalf("%v %+v", err, resp)
