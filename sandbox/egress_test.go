@@ -18,8 +18,6 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/localagent/agent/policy"
 	"github.com/localagent/agent/sandbox"
@@ -96,87 +94,28 @@ func egressOrigin(t *testing.T) (string, int) {
 	return host, port
 }
 
-// hardened is the create request of a sandbox made by hand: the same
-// hardening as Engine.Create (cap-drop ALL, no-new-privileges, read-only
-// root, tmpfs, limits, init, network none, a non-root uid different from
-// the proxy's), with the test toolbox idling as the main process.
-func hardened(t *testing.T, toolboxBin string) (*container.Config, *container.HostConfig) {
-	pids := int64(128)
-	initOn := true
-	cfg := &container.Config{
-		Image: sandboxtest.BusyboxImage, User: fmt.Sprintf("%d:%d", sandbox.NobodyUID, sandbox.NobodyUID),
-		Entrypoint: []string{sandbox.ToolboxPath}, Cmd: []string{"idle"},
-		Env: []string{"HOME=/tmp"}, Labels: sandboxtest.Labels(t), NetworkDisabled: true,
-	}
-	hc := &container.HostConfig{
-		CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges:true"},
-		ReadonlyRootfs: true, Tmpfs: map[string]string{"/tmp": "rw,nosuid,nodev,size=16m,mode=1777"},
-		Resources:   container.Resources{Memory: 256 << 20, MemorySwap: 256 << 20, PidsLimit: &pids},
-		Init:        &initOn,
-		NetworkMode: "none",
-		Mounts: []mount.Mount{
-			{Type: mount.TypeBind, Source: toolboxBin, Target: sandbox.ToolboxPath, ReadOnly: true},
-		},
-		LogConfig: container.LogConfig{Type: "none"},
-	}
-	return cfg, hc
-}
-
-func startContainer(t *testing.T, c *client.Client, cfg *container.Config, hc *container.HostConfig) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	created, err := c.ContainerCreate(ctx, cfg, hc, nil, nil, "")
-	if err != nil {
-		t.Fatalf("creating container: %v", err)
-	}
-	sandboxtest.RemoveOnCleanup(t, c, created.ID)
-	if err := c.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
-		t.Fatalf("starting container: %v", err)
-	}
-	return created.ID
-}
-
 // (busybox 1.35 wget -T crashes with SIGSEGV, so timeouts come from timeout(1).)
 
-// execSh runs a shell script in the container as its user and returns the
-// combined output and exit code.
-func execSh(t *testing.T, c *client.Client, id, script string) (string, int) {
+// shIn runs a shell script in the sandbox as its user and returns the
+// output (stdout, then stderr) and the exit code.
+func shIn(t *testing.T, sb *sandbox.Sandbox, script string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ex, err := c.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: []string{"/bin/sh", "-c", script}, AttachStdout: true, AttachStderr: true})
+	res, err := sb.Run(ctx, "/bin/sh", "-c", script)
 	if err != nil {
-		t.Fatalf("exec create: %v", err)
+		t.Fatalf("exec: %v", err)
 	}
-	att, err := c.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
-	if err != nil {
-		t.Fatalf("exec attach: %v", err)
-	}
-	defer att.Close()
-	var out strings.Builder
-	if _, err := stdcopy.StdCopy(&out, &out, att.Reader); err != nil {
-		t.Fatalf("exec output: %v", err)
-	}
-	in, err := c.ContainerExecInspect(ctx, ex.ID)
-	if err != nil {
-		t.Fatalf("exec inspect: %v", err)
-	}
-	return out.String(), in.ExitCode
+	return string(res.Stdout) + string(res.Stderr), res.ExitCode
 }
 
 // waitListening waits until the toolbox forwarder accepts on the
 // container's loopback (a listening socket on port 3128 = 0x0C38).
-func waitListening(t *testing.T, c *client.Client, id string) {
+func waitListening(t *testing.T, sb *sandbox.Sandbox) {
 	t.Helper()
-	out, code := execSh(t, c, id, "i=0; while [ $i -lt 50 ]; do grep -q ':0C38 00000000:0000 0A' /proc/net/tcp && exit 0; i=$((i+1)); sleep 0.1; done; exit 1")
+	out, code := shIn(t, sb, "i=0; while [ $i -lt 50 ]; do grep -q ':0C38 00000000:0000 0A' /proc/net/tcp && exit 0; i=$((i+1)); sleep 0.1; done; exit 1")
 	if code != 0 {
-		in, _ := c.ContainerInspect(context.Background(), id)
-		state := ""
-		if in.ContainerJSONBase != nil && in.State != nil {
-			state = fmt.Sprintf("running=%v exit=%d", in.State.Running, in.State.ExitCode)
-		}
-		t.Fatalf("forwarder never listened on 127.0.0.1:3128 (%s): %s", state, out)
+		t.Fatalf("forwarder never listened on 127.0.0.1:3128: %s", out)
 	}
 }
 
@@ -219,9 +158,8 @@ func startProxy(t *testing.T, dir, name string, pol policy.Egress) (*egress.Prox
 // proxy, over the bind-mounted socket and the toolbox's forwarder; every
 // other way out fails, and every attempt is logged.
 func TestEgressThroughProxy(t *testing.T) {
-	sandboxtest.RequireDocker(t)
+	e := sandboxtest.RequireDocker(t)
 	c := sandboxtest.Client(t)
-	tb := sandboxtest.Toolbox(t)
 	host, port := egressOrigin(t)
 	target := net.JoinHostPort(host, strconv.Itoa(port))
 	url := "http://" + target + "/"
@@ -231,64 +169,59 @@ func TestEgressThroughProxy(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "egress")
 	allowed, allowedLog := startProxy(t, dir, "allowed", policy.MustParseEgress(target))
 
-	cfg, hc := hardened(t, tb)
-	if err := sandbox.ApplyEgress(cfg, hc, allowed.Dir()); err != nil {
-		t.Fatal(err)
-	}
-	id := startContainer(t, c, cfg, hc)
-	waitListening(t, c, id)
+	// Made by Engine.Create, so the wiring is checked against the real
+	// hardened create request. Run as root, the sandbox gets NobodyUID,
+	// a uid other than the proxy's.
+	sb := sandboxtest.New(t, e, sandbox.Spec{EgressDir: allowed.Dir()})
+	uid, _, _ := strings.Cut(sb.User, ":")
+	waitListening(t, sb)
 
 	// Control: with a rule naming the server, proxy-aware wget fetches it,
 	// by plain proxying and through CONNECT.
-	out, code := execSh(t, c, id, "id -u; timeout 20 wget -q -O - "+url)
-	if code != 0 || !strings.Contains(out, "origin-says-hello") || !strings.Contains(out, strconv.Itoa(sandbox.NobodyUID)) {
-		t.Fatalf("allowed fetch through the proxy as uid %d: exit %d: %s", sandbox.NobodyUID, code, out)
+	out, code := shIn(t, sb, "id -u; timeout 20 wget -q -O - "+url)
+	if code != 0 || !strings.Contains(out, "origin-says-hello") || uid == "0" || !strings.HasPrefix(out, uid+"\n") {
+		t.Fatalf("allowed fetch through the proxy as uid %s: exit %d: %s", uid, code, out)
 	}
 	connect := fmt.Sprintf(`printf 'CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\nGET / HTTP/1.0\r\n\r\n' | nc 127.0.0.1 3128`, target, target)
-	if out, _ := execSh(t, c, id, connect); !strings.Contains(out, "200 Connection established") || !strings.Contains(out, "origin-says-hello") {
+	if out, _ := shIn(t, sb, connect); !strings.Contains(out, "200 Connection established") || !strings.Contains(out, "origin-says-hello") {
 		t.Fatalf("allowed CONNECT through the forwarder: %s", out)
 	}
 
 	// A host not in the allowlist: 403 with the reason, before any lookup.
-	out, code = execSh(t, c, id, "timeout 20 wget -q -O - http://not-allowed.invalid/ 2>&1")
+	out, code = shIn(t, sb, "timeout 20 wget -q -O - http://not-allowed.invalid/ 2>&1")
 	if code == 0 || !strings.Contains(out, "403") {
 		t.Fatalf("fetch of a host not in the allowlist: exit %d: %s", code, out)
 	}
 	// A CONNECT back to the forwarder itself is loopback to the proxy.
-	if out, _ := execSh(t, c, id, `printf 'CONNECT 127.0.0.1:3128 HTTP/1.1\r\nHost: x\r\n\r\n' | nc 127.0.0.1 3128`); !strings.Contains(out, "403") || !strings.Contains(out, "loopback") {
+	if out, _ := shIn(t, sb, `printf 'CONNECT 127.0.0.1:3128 HTTP/1.1\r\nHost: x\r\n\r\n' | nc 127.0.0.1 3128`); !strings.Contains(out, "403") || !strings.Contains(out, "loopback") {
 		t.Fatalf("CONNECT to the forwarder's own address: %s", out)
 	}
 
 	// The mount is read-only: the sandbox cannot replace the socket.
-	if out, code := execSh(t, c, id, "touch /.agent/egress/x 2>&1 || rm -f /.agent/egress/proxy.sock 2>&1; ls -l /.agent/egress/proxy.sock"); code != 0 || !strings.Contains(out, "Read-only") {
+	if out, code := shIn(t, sb, "touch /.agent/egress/x 2>&1 || rm -f /.agent/egress/proxy.sock 2>&1; ls -l /.agent/egress/proxy.sock"); code != 0 || !strings.Contains(out, "Read-only") {
 		t.Fatalf("writing the egress mount: exit %d: %s", code, out)
 	}
 
 	// Bypassing the proxy: direct connections and DNS fail closed. The
 	// container has no route but loopback (no packet can leave it), and
 	// the host's 127.0.0.1 is not its 127.0.0.1.
-	if out, code := execSh(t, c, id, "timeout 20 wget -Y off -q -O - "+url+" 2>&1"); code == 0 || strings.Contains(out, "origin-says-hello") {
+	if out, code := shIn(t, sb, "timeout 20 wget -Y off -q -O - "+url+" 2>&1"); code == 0 || strings.Contains(out, "origin-says-hello") {
 		t.Fatalf("direct fetch bypassing the proxy succeeded: %s", out)
 	}
 	// No IPv4 route at all (the table is just its header), and every IPv6
 	// route is on lo.
-	if out, _ := execSh(t, c, id, "tail -n +2 /proc/net/route; grep -v ' lo$' /proc/net/ipv6_route; ls /sys/class/net"); strings.TrimSpace(out) != "lo" {
+	if out, _ := shIn(t, sb, "tail -n +2 /proc/net/route; grep -v ' lo$' /proc/net/ipv6_route; ls /sys/class/net"); strings.TrimSpace(out) != "lo" {
 		t.Fatalf("the sandbox has interfaces or routes beyond loopback:\n%s", out)
 	}
 	// DNS: the resolver named in /etc/resolv.conf (the engine writes a
 	// loopback one for a container with networking disabled, the host's
 	// for plain network none) cannot be reached either way.
-	if out, code := execSh(t, c, id, "cat /etc/resolv.conf; nslookup example.com 2>&1"); code == 0 || !strings.Contains(out, "no servers could be reached") && !strings.Contains(out, "Network is unreachable") {
+	if out, code := shIn(t, sb, "cat /etc/resolv.conf; nslookup example.com 2>&1"); code == 0 || !strings.Contains(out, "no servers could be reached") && !strings.Contains(out, "Network is unreachable") {
 		t.Fatalf("DNS lookup from the sandbox: exit %d: %s", code, out)
 	}
 	// Control for the bypass: the same direct fetch from a container that
 	// shares the host's network (the defence off) reaches the server.
-	ccfg, chc := hardened(t, tb)
-	ccfg.Entrypoint = nil
-	ccfg.NetworkDisabled = false // it would override the network mode
-	chc.NetworkMode = "host"
-	chc.LogConfig = container.LogConfig{} // RunControl reads the logs
-	if out, code := sandboxtest.RunControl(t, c, ccfg, chc, "timeout 20 wget -q -O - "+url); code != 0 || !strings.Contains(out, "origin-says-hello") {
+	if out, code := sandboxtest.RunControl(t, c, &container.Config{}, &container.HostConfig{NetworkMode: "host"}, "timeout 20 wget -q -O - "+url); code != 0 || !strings.Contains(out, "origin-says-hello") {
 		t.Fatalf("control: direct fetch with host networking failed (exit %d): %s", code, out)
 	}
 
@@ -299,7 +232,7 @@ func TestEgressThroughProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	other, otherLog := startProxy(t, dir, "other", policy.MustParseEgress("only.example"))
-	out, code = execSh(t, c, id, "timeout 20 wget -q -O - "+url+" 2>&1")
+	out, code = shIn(t, sb, "timeout 20 wget -q -O - "+url+" 2>&1")
 	if code == 0 || !strings.Contains(out, "403") || strings.Contains(out, "origin-says-hello") {
 		t.Fatalf("fetch of the server without its rule: exit %d: %s", code, out)
 	}
@@ -309,10 +242,10 @@ func TestEgressThroughProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, emptyLog := startProxy(t, dir, "empty", policy.Egress{})
-	if out, code := execSh(t, c, id, "timeout 20 wget -q -O - "+url+" 2>&1"); code == 0 || !strings.Contains(out, "403") {
+	if out, code := shIn(t, sb, "timeout 20 wget -q -O - "+url+" 2>&1"); code == 0 || !strings.Contains(out, "403") {
 		t.Fatalf("fetch with an empty allowlist: exit %d: %s", code, out)
 	}
-	if out, _ := execSh(t, c, id, connect); !strings.Contains(out, "403") || !strings.Contains(out, "allowlist is empty") {
+	if out, _ := shIn(t, sb, connect); !strings.Contains(out, "403") || !strings.Contains(out, "allowlist is empty") {
 		t.Fatalf("CONNECT with an empty allowlist: %s", out)
 	}
 
