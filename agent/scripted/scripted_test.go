@@ -247,7 +247,15 @@ func TestStartStopsWithContext(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	time.Sleep(50 * time.Millisecond)
+	// Cancel only once the reply is stalling: cancelled earlier, the
+	// request would be refused and the test would prove nothing.
+	for len(srv.ChatRequests()) == 0 {
+		select {
+		case <-done:
+			t.Fatal("the request ended before it reached the server")
+		case <-time.After(time.Millisecond):
+		}
+	}
 	cancel()
 	select {
 	case <-done:
