@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,32 @@ func typeKeys(t *testing.T, w *io.PipeWriter, keys ...string) {
 		time.Sleep(40 * time.Millisecond)
 		if _, err := w.Write([]byte(k)); err != nil {
 			return // the form has finished reading
+		}
+	}
+}
+
+// waitFor, put before a text among the keys, waits until the form shows
+// that text before typing on: the confirmation group of the approval form
+// is built after the first answer, and keys typed before it has the focus
+// would land nowhere when the machine is busy.
+const waitFor = "\x00wait:"
+
+// typeKeysShown types keys like typeKeys; at a waitFor entry it waits
+// until the form has written its text to shown.
+func typeKeysShown(t *testing.T, w *io.PipeWriter, shown *syncBuffer, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		text, ok := strings.CutPrefix(k, waitFor)
+		if !ok {
+			typeKeys(t, w, k)
+			continue
+		}
+		deadline := time.Now().Add(time.Minute)
+		for !strings.Contains(shown.String(), text) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the form never showed %q:\n%s", text, shown.String())
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 }
@@ -125,16 +152,16 @@ func TestDiscardAsksAgain(t *testing.T) {
 		keys                 []string
 		want                 orchestrator.Decision
 	}{
-		{"unmerged, confirm declined by default", 2, 0, []string{keyDown, keyEnter, keyEnter}, orchestrator.Keep},
-		{"unmerged, confirmed", 2, 0, []string{keyDown, keyEnter, keyLeft, keyEnter}, orchestrator.Discard},
-		{"uncommitted, y confirms", 0, 3, []string{keyDown, keyEnter, "y", keyEnter}, orchestrator.Discard},
-		{"ctrl-c in the confirmation keeps", 1, 0, []string{keyDown, keyEnter, keyCtrlC}, orchestrator.Keep},
+		{"unmerged, confirm declined by default", 2, 0, []string{keyDown, keyEnter, waitFor + "unmerged commit", keyEnter}, orchestrator.Keep},
+		{"unmerged, confirmed", 2, 0, []string{keyDown, keyEnter, waitFor + "unmerged commit", keyLeft, keyEnter}, orchestrator.Discard},
+		{"uncommitted, y confirms", 0, 3, []string{keyDown, keyEnter, waitFor + "uncommitted file", "y", keyEnter}, orchestrator.Discard},
+		{"ctrl-c in the confirmation keeps", 1, 0, []string{keyDown, keyEnter, waitFor + "unmerged commit", keyCtrlC}, orchestrator.Keep},
 		{"nothing to lose: no second question", 0, 0, []string{keyDown, keyEnter}, orchestrator.Discard},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r, w := io.Pipe()
-			var out bytes.Buffer
+			var out syncBuffer
 			ios := &IOStreams{In: r, Out: io.Discard, ErrOut: &out, InTTY: true, OutTTY: true}
 			rv := sampleReview()
 			rv.Unmerged = tt.unmerged
@@ -147,7 +174,7 @@ func TestDiscardAsksAgain(t *testing.T) {
 				d, err := askDecision(ios, rv, tt.unmerged, tt.uncommited)
 				done <- res{d, err}
 			}()
-			typeKeys(t, w, tt.keys...)
+			typeKeysShown(t, w, &out, tt.keys...)
 			select {
 			case got := <-done:
 				if got.err != nil || got.d != tt.want {

@@ -115,13 +115,7 @@ func TestTaskFormDecides(t *testing.T) {
 					Repo: repo, Approve: approveAsk, Labels: []string{sandbox.LabelTest + "=" + label},
 					Run: RunFlags{LLM: "script:" + script, LLMSet: true}})
 			}()
-			for _, k := range tt.keys {
-				if text, ok := strings.CutPrefix(k, waitFor); ok {
-					waitForText(t, &errOut, text)
-					continue
-				}
-				typeKeys(t, w, k)
-			}
+			typeKeysShown(t, w, &errOut, tt.keys...)
 			select {
 			case err := <-done:
 				if err != nil {
@@ -136,22 +130,5 @@ func TestTaskFormDecides(t *testing.T) {
 				t.Error("the user's checkout is dirty")
 			}
 		})
-	}
-}
-
-// waitFor, put before a text among the keys, waits until the form shows
-// that text before typing on: the confirmation group of the approval form
-// is built after the first answer, and keys typed before it has the focus
-// would land nowhere when the machine is busy.
-const waitFor = "\x00wait:"
-
-func waitForText(t *testing.T, b *syncBuffer, text string) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(b.String(), text) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the form never showed %q:\n%s", text, b.String())
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
