@@ -437,6 +437,18 @@ func TestEnvironmentCannotRedirectGit(t *testing.T) {
 	if got := plainGit(t, other, "log", "--oneline"); strings.Count(got, "\n") != 0 {
 		t.Errorf("other repository was written: %s", got)
 	}
+
+	// Control: the same environment sends a plain git commit, run in the
+	// worktree, to the other repository.
+	cmd := exec.Command("git", "commit", "-q", "--allow-empty", "-m", "control")
+	cmd.Dir = w.Path
+	cmd.Env = append(os.Environ(), "GIT_DIR="+filepath.Join(other, ".git"), "GIT_WORK_TREE="+other)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("control: %v\n%s", err, out)
+	}
+	if got := plainGit(t, other, "log", "-1", "--format=%s"); got != "control" {
+		t.Fatalf("control failed: GIT_DIR did not redirect plain git (last commit of the other repository: %q), so this test proves nothing", got)
+	}
 }
 
 // TestForeignOwnedWorktree: files the sandbox wrote as another uid do not
