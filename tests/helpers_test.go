@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
+	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/sandbox"
 )
 
@@ -121,19 +122,27 @@ func LabelledContainers(ctx context.Context, c *client.Client, value string) ([]
 		Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelTest+"="+value))})
 }
 
+// removeLabelled removes exactly the containers carrying
+// sandbox.LabelTest=value (never other tests').
+func removeLabelled(c *client.Client, value string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := LabelledContainers(ctx, c, value)
+	if err != nil {
+		return fmt.Errorf("listing containers of %s: %w", value, err)
+	}
+	for _, ct := range cs {
+		_ = c.ContainerRemove(ctx, ct.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	}
+	return nil
+}
+
 // RemoveLabelledOnCleanup removes, when the test ends, exactly the
-// containers carrying sandbox.LabelTest=value (never other tests').
+// containers carrying sandbox.LabelTest=value.
 func RemoveLabelledOnCleanup(t testing.TB, c *client.Client, value string) {
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		cs, err := LabelledContainers(ctx, c, value)
-		if err != nil {
-			t.Errorf("listing containers of %s: %v", value, err)
-			return
-		}
-		for _, ct := range cs {
-			_ = c.ContainerRemove(ctx, ct.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err := removeLabelled(c, value); err != nil {
+			t.Error(err)
 		}
 	})
 }
@@ -229,4 +238,31 @@ func NewSampleRepo(t testing.TB) string {
 		t.Fatalf("demo/setup.sh: %v\n%s", err, out)
 	}
 	return dir
+}
+
+// fataler is what *testing.T and *testscript.TestScript share.
+type fataler interface {
+	Fatalf(format string, args ...any)
+}
+
+// taskStore opens the task records of stateDir.
+func taskStore(t fataler, stateDir string) *store.Store {
+	s, err := store.Open(filepath.Join(stateDir, "tasks"))
+	if err != nil {
+		t.Fatalf("opening the task store: %v", err)
+	}
+	return s
+}
+
+// onlyTask returns the record of the only task in stateDir, failing when
+// there is not exactly one.
+func onlyTask(t fataler, stateDir string) *store.Task {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
+	all, err := taskStore(t, stateDir).List()
+	if err != nil || len(all) != 1 {
+		t.Fatalf("want exactly one task, have %d (%v)", len(all), err)
+	}
+	return all[0]
 }

@@ -25,19 +25,6 @@ turns:
 `, addr)
 }
 
-func onlyTaskIn(t *testing.T, stateDir string) *store.Task {
-	t.Helper()
-	s, err := store.Open(filepath.Join(stateDir, "tasks"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	all, err := s.List()
-	if err != nil || len(all) != 1 {
-		t.Fatalf("want one task, have %d (%v)", len(all), err)
-	}
-	return all[0]
-}
-
 // TestTaskEgress runs a whole task whose sandbox may reach one host, named
 // with --allow-host: the allowed fetch lands in the task's commit, the
 // denied host gets 403, and the task record and egress log count both.
@@ -71,7 +58,7 @@ func TestTaskEgress(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("agent task (allow=%v) exited %d:\n%s", allow, code, stderr)
 		}
-		return stdout + stderr, onlyTaskIn(t, env.StateDir)
+		return stdout + stderr, onlyTask(t, env.StateDir)
 	}
 
 	out, task := run(true)

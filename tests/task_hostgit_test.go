@@ -62,7 +62,7 @@ func TestHostGitSafety(t *testing.T) {
 			if !strings.Contains(out, "the agent wrote a .git into its workspace") {
 				t.Errorf("the review does not warn about the planted .git:\n%s", out)
 			}
-			id := onlyTaskID(t, env)
+			id := onlyTask(t, env.StateDir).ID
 			wt := filepath.Join(env.StateDir, "worktrees", id)
 			for _, args := range [][]string{{"tasks"}, {"diff", id}, {"log", id}} {
 				if code, out, errOut := env.Run(repo, args...); code != 0 {
@@ -104,23 +104,4 @@ func TestHostGitSafety(t *testing.T) {
 			}
 		})
 	}
-}
-
-// onlyTaskID returns the id of the only task in env's state directory.
-func onlyTaskID(t *testing.T, env *AgentEnv) string {
-	t.Helper()
-	ents, err := os.ReadDir(filepath.Join(env.StateDir, "tasks"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, e := range ents {
-		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok {
-			ids = append(ids, id)
-		}
-	}
-	if len(ids) != 1 {
-		t.Fatalf("want one task, have %v", ids)
-	}
-	return ids[0]
 }

@@ -53,11 +53,7 @@ func writeScript(t *testing.T, content string) string {
 
 func loadRecord(t *testing.T, env *AgentEnv, id string) *store.Task {
 	t.Helper()
-	s, err := store.Open(filepath.Join(env.StateDir, "tasks"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := s.Load(id)
+	tk, err := taskStore(t, env.StateDir).Load(id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,8 +47,7 @@ func TestSubAgents(t *testing.T) {
 	if !strings.Contains(out, "kept branch") || !strings.Contains(out, "[beta] echo 'from b'") {
 		t.Fatalf("task:\n%s", out)
 	}
-	id := onlyTaskID(t, env)
-	rec := loadRecord(t, env, id)
+	rec := onlyTask(t, env.StateDir)
 	files := Git(t, repo, "ls-tree", "-r", "--name-only", rec.Branch)
 	for _, f := range []string{"a.txt", "b.txt"} {
 		if !strings.Contains(files, f) {

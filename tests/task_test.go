@@ -1,19 +1,14 @@
 package tests
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/client"
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/sandbox"
 )
 
@@ -48,7 +43,7 @@ func TestTaskScripts(t *testing.T) {
 			env.Setenv("GIT_AUTHOR_EMAIL", "test@localhost")
 			env.Setenv("GIT_COMMITTER_NAME", "test")
 			env.Setenv("GIT_COMMITTER_EMAIL", "test@localhost")
-			env.Defer(func() { removeLabelled(c, label) })
+			env.Defer(func() { _ = removeLabelled(c, label) })
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -76,13 +71,13 @@ func TestTaskScripts(t *testing.T) {
 				ts.Setenv("BRANCH", bs[0])
 			},
 			"taskid": func(ts *testscript.TestScript, neg bool, args []string) {
-				ts.Setenv("TASK", onlyTask(ts).ID)
+				ts.Setenv("TASK", onlyTask(ts, ts.Getenv("AGENT_STATE_DIR")).ID)
 			},
 			"taskstate": func(ts *testscript.TestScript, neg bool, args []string) {
 				if len(args) != 1 {
 					ts.Fatalf("usage: taskstate STATE")
 				}
-				if got := onlyTask(ts).State; (string(got) == args[0]) == neg {
+				if got := onlyTask(ts, ts.Getenv("AGENT_STATE_DIR")).State; (string(got) == args[0]) == neg {
 					ts.Fatalf("task state is %s", got)
 				}
 			},
@@ -96,28 +91,4 @@ func TestTaskScripts(t *testing.T) {
 			},
 		},
 	})
-}
-
-func onlyTask(ts *testscript.TestScript) *store.Task {
-	s, err := store.Open(filepath.Join(ts.Getenv("AGENT_STATE_DIR"), "tasks"))
-	ts.Check(err)
-	all, err := s.List()
-	ts.Check(err)
-	if len(all) != 1 {
-		ts.Fatalf("want exactly one task, have %d", len(all))
-	}
-	return all[0]
-}
-
-// removeLabelled removes exactly the containers carrying LabelTest=label.
-func removeLabelled(c *client.Client, label string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cs, err := LabelledContainers(ctx, c, label)
-	if err != nil {
-		return
-	}
-	for _, ct := range cs {
-		_ = c.ContainerRemove(ctx, ct.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	}
 }
