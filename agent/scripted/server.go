@@ -205,11 +205,7 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request, rec Request) {
 		return
 	}
 	if turn.Error != nil && !turn.Error.Event {
-		status := turn.Error.Status
-		if status == 0 {
-			status = http.StatusInternalServerError
-		}
-		writeError(w, status, turn.Error.message(), turn.Error.Type)
+		writeError(w, turn.Error.status(), turn.Error.message(), turn.Error.Type)
 		return
 	}
 	id := fmt.Sprintf("chatcmpl-scripted-%d", rec.Turn)
@@ -284,43 +280,35 @@ func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, id string, 
 			}}}, nil))
 		}
 	}
-	half := len(events) / 2
-	if half == 0 {
-		half = 1
-	}
 	write := func(p []byte) bool {
 		if _, err := w.Write(p); err != nil {
 			return false
 		}
 		return rc.Flush() == nil
 	}
+	// Halfway (at the end of a reply too short to have a middle) the turn
+	// stalls, then the stream is dropped or cut; goOn reports whether the
+	// rest is sent.
+	goOn := func() bool {
+		if !sleep(ctx, t.Stall) {
+			return false
+		}
+		if t.Drop {
+			panic(http.ErrAbortHandler)
+		}
+		return !t.Cut
+	}
+	half := max(1, len(events)/2)
 	for i, ev := range events {
-		if i == half {
-			if !sleep(ctx, t.Stall) {
-				return
-			}
-			if t.Drop {
-				panic(http.ErrAbortHandler)
-			}
-			if t.Cut {
-				return
-			}
+		if i == half && !goOn() {
+			return
 		}
 		if !write([]byte("data: " + string(ev) + "\n\n")) {
 			return
 		}
 	}
-	if len(events) <= half {
-		// Too short to have a middle: stall, cut or drop at the end.
-		if !sleep(ctx, t.Stall) {
-			return
-		}
-		if t.Drop {
-			panic(http.ErrAbortHandler)
-		}
-		if t.Cut {
-			return
-		}
+	if len(events) <= half && !goOn() {
+		return
 	}
 	if t.Error != nil {
 		b, _ := json.Marshal(map[string]any{"error": map[string]any{
