@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -125,7 +127,9 @@ func TestIdleExitsOnSIGTERM(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		// Signal only once the handler is installed: before that the
+		// default action would kill it, however long a sleep waited.
+		waitCaught(t, cmd.Process.Pid, sig)
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		select {
@@ -144,4 +148,24 @@ func TestIdleExitsOnSIGTERM(t *testing.T) {
 			t.Fatalf("idle did not exit on %v", sig)
 		}
 	}
+}
+
+// waitCaught waits until process pid catches sig (its SigCgt mask in
+// /proc/PID/status has the signal's bit).
+func waitCaught(t *testing.T, pid int, sig syscall.Signal) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if mask, ok := strings.CutPrefix(line, "SigCgt:"); ok {
+				if m, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64); err == nil && m&(1<<(sig-1)) != 0 {
+					return
+				}
+			}
+		}
+	}
+	t.Fatalf("process %d never installed a handler for %v", pid, sig)
 }
