@@ -8,9 +8,12 @@
 // a `.gitattributes` or a config the agent writes there must never be able to
 // make git run a program on the host. The rules that guarantee it:
 //
+//   - every git run goes through one function (git.run) that adds the
+//     hardening below and scrubs the environment.
 //   - git always runs with an explicit --git-dir and --work-tree; it never
-//     discovers a repository, so a `.git` in the worktree is just a file in
-//     the tree (git never adds a path named .git).
+//     discovers a repository (the one exception is Open, in the user's own
+//     checkout), so a `.git` in the worktree is just a file in the tree
+//     (git never adds a path named .git).
 //   - the worktree's real admin directory stays in the user's repository,
 //     outside the mount, and the worktree's own `.git` pointer file is
 //     deleted right after creation (the worktree is locked so that git's

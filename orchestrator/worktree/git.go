@@ -116,12 +116,15 @@ func exitCode(err error) int {
 
 // invocation is one git run.
 type invocation struct {
-	gitDir   string // always set: git never discovers a repository
+	gitDir   string // set for every run but Open's: git discovers no repository
 	workTree string // "" for commands that need no work tree
-	args     []string
-	env      []string // extra environment, after scrubbing
-	stdin    io.Reader
-	stdout   io.Writer // when set, stdout is streamed here instead of returned
+	// discoverIn is the directory in which Open lets git discover the
+	// user's repository; only Open sets it, and only without gitDir.
+	discoverIn string
+	args       []string
+	env        []string // extra environment, after scrubbing
+	stdin      io.Reader
+	stdout     io.Writer // when set, stdout is streamed here instead of returned
 	// inWorkTree runs git with the work tree as its working directory.
 	// Only git apply needs it (it writes paths relative to where it
 	// runs); --git-dir is still explicit, so nothing is discovered there.
@@ -129,11 +132,13 @@ type invocation struct {
 }
 
 func (g git) run(ctx context.Context, inv invocation) ([]byte, error) {
-	if inv.gitDir == "" {
-		return nil, errors.New("internal error: git run without an explicit --git-dir")
+	if (inv.gitDir == "") == (inv.discoverIn == "") {
+		return nil, errors.New("internal error: git run needs exactly one of an explicit --git-dir and a discovery directory")
 	}
 	args := make([]string, 0, len(hardening)+len(inv.args)+2)
-	args = append(args, "--git-dir="+inv.gitDir)
+	if inv.gitDir != "" {
+		args = append(args, "--git-dir="+inv.gitDir)
+	}
 	if inv.workTree != "" {
 		args = append(args, "--work-tree="+inv.workTree)
 	}
@@ -144,7 +149,10 @@ func (g git) run(ctx context.Context, inv invocation) ([]byte, error) {
 	// The working directory is never inside a worktree: a relative path
 	// there could resolve to something the agent placed.
 	cmd.Dir = "/"
-	if inv.inWorkTree && inv.workTree != "" {
+	switch {
+	case inv.discoverIn != "":
+		cmd.Dir = inv.discoverIn
+	case inv.inWorkTree && inv.workTree != "":
 		cmd.Dir = inv.workTree
 	}
 	cmd.Stdin = inv.stdin

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 )
@@ -52,15 +51,12 @@ func Open(ctx context.Context, dir string) (*Repo, error) {
 		return nil, fmt.Errorf("repository %s is not a directory", abs)
 	}
 	g := git{}
-	cmd := exec.CommandContext(ctx, g.path(), append(append([]string{}, hardening...),
-		"rev-parse", "--path-format=absolute", "--is-bare-repository", "--git-common-dir", "--absolute-git-dir", "--show-toplevel")...)
-	cmd.Dir = abs
-	cmd.Env = gitEnv("GIT_CEILING_DIRECTORIES=")
-	out, err := cmd.Output()
+	out, err := g.run(ctx, invocation{discoverIn: abs,
+		args: []string{"rev-parse", "--path-format=absolute", "--is-bare-repository", "--git-common-dir", "--absolute-git-dir", "--show-toplevel"}})
 	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			msg := strings.TrimSpace(string(ee.Stderr))
+		var ge *gitError
+		if errors.As(err, &ge) {
+			msg := strings.TrimSpace(ge.stderr)
 			if strings.Contains(msg, "dubious ownership") {
 				return nil, fmt.Errorf("%s is owned by another user and git refuses to use it: %s", abs, msg)
 			}
