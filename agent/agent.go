@@ -219,10 +219,10 @@ func New(opts Options) (*Agent, error) {
 	cat := mustCatalog()
 	a.lean = estimateTools(cat.wire, names)+len(promptText)/charsPerToken > opts.ContextTokens*leanPct/100
 	a.toolsTok = estimateTools(a.toolDefs(), names)
-	a.parser = toolparse.New(append(a.runner.names(), aliasNames()...)...)
+	a.parser = toolparse.New(append(names, aliasNames()...)...)
 	// Only our own names hint at an action: aliases like "run(" are common
 	// words in a final summary.
-	a.actionParser = toolparse.New(a.runner.names()...)
+	a.actionParser = toolparse.New(names...)
 	return a, nil
 }
 

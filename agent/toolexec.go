@@ -55,13 +55,13 @@ func newToolRunner(ws Workspace, arts *artifactStore, sp Spawner) *toolRunner {
 	return &toolRunner{cat: mustCatalog(), ws: ws, artifacts: arts, spawner: sp}
 }
 
-// offered reports whether name is a tool this runner offers.
+// offered reports whether name is a tool this runner offers: spawn_agents
+// needs a Spawner, read_artifact an artifact directory.
 func (r *toolRunner) offered(name string) bool {
-	spec, ok := r.cat.specs[name]
-	if !ok {
+	if _, ok := r.cat.specs[name]; !ok {
 		return false
 	}
-	switch spec.name {
+	switch name {
 	case ToolSpawnAgents:
 		return r.spawner != nil
 	case ToolReadArtifact:
@@ -70,7 +70,17 @@ func (r *toolRunner) offered(name string) bool {
 	return true
 }
 
-func (r *toolRunner) names() []string { return toolNames(r.spawner != nil, r.artifacts != nil) }
+// names lists the offered tools in the order they are described to the
+// model.
+func (r *toolRunner) names() []string {
+	names := make([]string, 0, len(toolSpecs))
+	for _, s := range toolSpecs {
+		if r.offered(s.name) {
+			names = append(names, s.name)
+		}
+	}
+	return names
+}
 
 // readOnly reports whether a call may run concurrently with its neighbours.
 // Unknown tools count as read-only: they only produce an error result.

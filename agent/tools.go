@@ -363,22 +363,6 @@ func missingRequired(err error) bool {
 	return errors.As(err, &ae) && ae.missingOnly
 }
 
-// toolNames lists the tools an agent with these options offers, in the
-// order they are described to the model.
-func toolNames(withSpawner, withArtifacts bool) []string {
-	names := make([]string, 0, len(toolSpecs))
-	for _, s := range toolSpecs {
-		if s.name == ToolSpawnAgents && !withSpawner {
-			continue
-		}
-		if s.name == ToolReadArtifact && !withArtifacts {
-			continue
-		}
-		names = append(names, s.name)
-	}
-	return names
-}
-
 // WorkspaceTools are the tools the sandbox's toolbox implements.
 func WorkspaceTools() []string {
 	var names []string
