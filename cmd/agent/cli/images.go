@@ -157,24 +157,25 @@ func newProgress(ios *IOStreams) (images.ProgressFunc, func()) {
 	if !ios.ErrTTY {
 		return progressPrinter(ios.ErrOut), func() {}
 	}
-	t := &ttyProgress{w: ios.ErrOut, done: make(chan struct{})}
-	go t.tick()
+	t := &ttyProgress{w: ios.ErrOut, status: statusLine{w: ios.ErrOut}}
+	t.stopTick = redrawEvery(time.Second, &t.mu, t.redraw)
 	return t.event, t.stop
 }
 
 type ttyProgress struct {
-	mu      sync.Mutex
-	w       io.Writer
-	current string // running step, "" when idle
-	since   time.Time
-	done    chan struct{}
-	once    sync.Once
+	mu       sync.Mutex
+	w        io.Writer
+	status   statusLine
+	stopTick func()
+	current  string // running step, "" when idle
+	since    time.Time
 }
 
 func (t *ttyProgress) event(e images.Event) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	fmt.Fprintf(t.w, "\r\033[K%s\n", progressLine(e))
+	t.status.clear()
+	fmt.Fprintln(t.w, progressLine(e))
 	if e.Done {
 		t.current = ""
 		return
@@ -187,34 +188,15 @@ func (t *ttyProgress) event(e images.Event) {
 
 func (t *ttyProgress) redraw() {
 	if t.current != "" {
-		fmt.Fprintf(t.w, "\r\033[K%s %s", t.current, time.Since(t.since).Round(time.Second))
-	}
-}
-
-func (t *ttyProgress) tick() {
-	tk := time.NewTicker(time.Second)
-	defer tk.Stop()
-	for {
-		select {
-		case <-t.done:
-			return
-		case <-tk.C:
-			t.mu.Lock()
-			t.redraw()
-			t.mu.Unlock()
-		}
+		t.status.draw(fmt.Sprintf("%s %s", t.current, time.Since(t.since).Round(time.Second)))
 	}
 }
 
 func (t *ttyProgress) stop() {
-	t.once.Do(func() {
-		close(t.done)
-		t.mu.Lock()
-		if t.current != "" {
-			fmt.Fprint(t.w, "\r\033[K")
-		}
-		t.mu.Unlock()
-	})
+	t.stopTick()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.status.clear()
 }
 
 // factoryEngine adapts the factory's lazily built Docker client to the

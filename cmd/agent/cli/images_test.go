@@ -181,7 +181,7 @@ func TestTTYProgress(t *testing.T) {
 	stop()
 	stop() // idempotent
 	out := errOut.String()
-	for _, want := range []string{"[sandbox] debootstrap: starting\n", "Installing core packages (3s)\n", "ready (1m10s)\n", "\r\033[K"} {
+	for _, want := range []string{"[sandbox] debootstrap: starting\n", "Installing core packages (3s)\n", "ready (1m10s)\n", clearLine} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%q", want, out)
 		}

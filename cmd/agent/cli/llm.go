@@ -359,22 +359,27 @@ type progressRenderer struct {
 	mu       sync.Mutex
 	w        io.Writer
 	tty      bool
-	live     bool // a \r-line is on screen
+	status   statusLine
+	stopTick func()
 	lastText string
 	lastLine time.Time
 	frame    int
 
-	// TTY spinner state: the current phase and when its clock started.
-	phase   string
-	since   time.Time
-	ticking bool
-	done    chan struct{}
+	// The phase on the spinner line and when its clock started.
+	phase string
+	since time.Time
 }
 
-var spinnerFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
-
 func newProgressRenderer(ios *IOStreams) *progressRenderer {
-	return &progressRenderer{w: ios.ErrOut, tty: ios.ErrTTY, done: make(chan struct{})}
+	r := &progressRenderer{w: ios.ErrOut, tty: ios.ErrTTY, status: statusLine{w: ios.ErrOut}}
+	if r.tty {
+		r.stopTick = redrawEvery(100*time.Millisecond, &r.mu, func() {
+			if r.status.up {
+				r.draw()
+			}
+		})
+	}
+	return r
 }
 
 func (r *progressRenderer) Emit(e event.Event) {
@@ -384,10 +389,6 @@ func (r *progressRenderer) Emit(e event.Event) {
 		if r.tty {
 			r.phase, r.since = e.Text, time.Now().Add(-e.Duration)
 			r.draw()
-			if !r.ticking && r.done != nil {
-				r.ticking = true
-				go r.tick(r.done)
-			}
 			return
 		}
 		if e.Text == r.lastText && time.Since(r.lastLine) < 10*time.Second {
@@ -397,7 +398,7 @@ func (r *progressRenderer) Emit(e event.Event) {
 		fmt.Fprintf(r.w, "%s (%s)\n", e.Text, e.Duration.Round(time.Second))
 		return
 	}
-	r.clear()
+	r.status.clear()
 	switch e.Kind {
 	case event.Progress, event.Notice:
 		fmt.Fprintln(r.w, e.Text)
@@ -409,44 +410,18 @@ func (r *progressRenderer) Emit(e event.Event) {
 // draw writes the spinner line; r.mu is held.
 func (r *progressRenderer) draw() {
 	r.frame++
-	fmt.Fprintf(r.w, "\r\033[K%s %s %s", spinnerFrames[r.frame%len(spinnerFrames)], r.phase, time.Since(r.since).Truncate(time.Second))
-	r.live = true
+	r.status.draw(fmt.Sprintf("%s %s %s", spinner[r.frame%len(spinner)], r.phase, time.Since(r.since).Truncate(time.Second)))
 }
 
-func (r *progressRenderer) tick(done <-chan struct{}) {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-			r.mu.Lock()
-			if r.live {
-				r.draw()
-			}
-			r.mu.Unlock()
-		}
-	}
-}
-
-func (r *progressRenderer) clear() {
-	if r.live {
-		fmt.Fprint(r.w, "\r\033[K")
-		r.live = false
-	}
-}
-
-// stop clears the spinner line and ends the ticker; it may be called
-// more than once.
+// stop ends the spinner and clears its line; it may be called more than
+// once.
 func (r *progressRenderer) stop() {
+	if r.stopTick != nil {
+		r.stopTick()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.clear()
-	if r.ticking {
-		close(r.done)
-		r.ticking, r.done = false, nil
-	}
+	r.status.clear()
 }
 
 // llamaServerArgs accepts arguments only after --: they are passed to

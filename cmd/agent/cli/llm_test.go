@@ -107,7 +107,7 @@ func TestLLMUsageErrors(t *testing.T) {
 
 func TestProgressRenderer(t *testing.T) {
 	var buf bytes.Buffer
-	r := &progressRenderer{w: &buf}
+	r := newProgressRenderer(&IOStreams{ErrOut: &buf})
 	load := func(d time.Duration) event.Event {
 		return event.Event{Kind: event.Progress, State: "loading", Text: "loading model m.gguf", Duration: d}
 	}
@@ -121,15 +121,23 @@ func TestProgressRenderer(t *testing.T) {
 	}
 
 	var tty syncBuffer
-	r = &progressRenderer{w: &tty, tty: true, done: make(chan struct{})}
+	r = newProgressRenderer(&IOStreams{ErrOut: &tty, ErrTTY: true})
 	r.Emit(load(time.Second))
 	r.Emit(load(2 * time.Second))
-	time.Sleep(250 * time.Millisecond) // the ticker redraws meanwhile
+	// The ticker redraws the spinner line on its own (however long a busy
+	// machine takes to get to it).
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(tty.String(), clearLine) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the spinner line was never redrawn: %q", tty.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	r.Emit(event.Event{Kind: event.Progress, Text: "ready"})
 	r.stop()
 	r.stop()
 	out := tty.String()
-	if strings.Count(out, "\r\033[K") < 4 || !strings.HasSuffix(out, "\r\033[Kready\n") || !strings.Contains(out, "loading model m.gguf 2s") {
+	if !strings.HasSuffix(out, clearLine+"ready\n") || !strings.Contains(out, "loading model m.gguf 2s") {
 		t.Errorf("tty output: %q", out)
 	}
 }

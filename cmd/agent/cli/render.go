@@ -30,13 +30,12 @@ type eventRenderer struct {
 	start time.Time
 
 	midLine   bool // streamed text left the cursor mid-line
-	statusUp  bool // the status line is drawn
+	status    statusLine
 	tokensIn  int
 	tokensOut int
 	tools     int
 	running   string // the tool running now
-	stop      chan struct{}
-	done      chan struct{}
+	stopTick  func() // ends the status line's clock (live mode)
 	now       func() time.Time
 }
 
@@ -44,48 +43,28 @@ type eventRenderer struct {
 // when stderr is a terminal, plain lines otherwise. Human output goes to
 // stderr (stdout stays for results and JSON).
 func newEventRenderer(ios *IOStreams, jsonOut bool) *eventRenderer {
-	r := &eventRenderer{w: ios.ErrOut, jsonw: ios.Out, start: time.Now(), now: time.Now}
+	r := &eventRenderer{w: ios.ErrOut, jsonw: ios.Out, status: statusLine{w: ios.ErrOut}, start: time.Now(), now: time.Now}
 	switch {
 	case jsonOut:
 		r.mode = renderJSON
 	case ios.ErrTTY:
 		r.mode = renderLive
-		r.stop, r.done = make(chan struct{}), make(chan struct{})
-		go r.tick()
+		// Elapsed time moves while the model thinks or a command runs.
+		r.stopTick = redrawEvery(200*time.Millisecond, &r.mu, r.drawStatus)
 	default:
 		r.mode = renderPlain
 	}
 	return r
 }
 
-// tick redraws the status line so elapsed time moves while the model
-// thinks or a command runs.
-func (r *eventRenderer) tick() {
-	defer close(r.done)
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-t.C:
-			r.mu.Lock()
-			r.drawStatus()
-			r.mu.Unlock()
-		}
-	}
-}
-
 // Close stops the live status line and ends any half-written line.
 func (r *eventRenderer) Close() {
-	if r.stop != nil {
-		close(r.stop)
-		<-r.done
-		r.stop = nil
+	if r.stopTick != nil {
+		r.stopTick()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.clearStatus()
+	r.status.clear()
 	if r.midLine {
 		fmt.Fprintln(r.w)
 		r.midLine = false
@@ -113,7 +92,7 @@ func (r *eventRenderer) Emit(e event.Event) {
 		_ = writeJSONLine(r.jsonw, e)
 		return
 	}
-	r.clearStatus()
+	r.status.clear()
 	r.human(e)
 	if r.mode == renderLive {
 		r.drawStatus()
@@ -231,8 +210,6 @@ func age(t time.Time) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
-var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
-
 // drawStatus draws the bottom status line (live mode only). Streamed text
 // in progress keeps the line free.
 func (r *eventRenderer) drawStatus() {
@@ -246,13 +223,5 @@ func (r *eventRenderer) drawStatus() {
 	}
 	s := fmt.Sprintf("%s %s · %s · %d tool calls · tokens %d in / %d out",
 		spinner[int(el/(100*time.Millisecond))%len(spinner)], el.Round(time.Second), what, r.tools, r.tokensIn, r.tokensOut)
-	fmt.Fprint(r.w, "\r\x1b[2K\x1b[2m"+s+"\x1b[0m")
-	r.statusUp = true
-}
-
-func (r *eventRenderer) clearStatus() {
-	if r.statusUp {
-		fmt.Fprint(r.w, "\r\x1b[2K")
-		r.statusUp = false
-	}
+	r.status.draw("\x1b[2m" + s + "\x1b[0m")
 }

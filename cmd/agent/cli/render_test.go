@@ -87,13 +87,12 @@ func TestRenderLive(t *testing.T) {
 	for _, e := range sampleEvents() {
 		r.Emit(e)
 	}
-	time.Sleep(250 * time.Millisecond) // one tick of the status line
 	r.Close()
 	got := buf.String()
 	if !strings.Contains(got, "tool calls · tokens 100 in / 20 out") {
 		t.Errorf("no status line:\n%q", got)
 	}
-	if !strings.HasSuffix(got, "\r\x1b[2K") && !strings.HasSuffix(got, "\n") {
+	if !strings.HasSuffix(got, clearLine) && !strings.HasSuffix(got, "\n") {
 		t.Errorf("status line not cleared at the end: %q", got[len(got)-20:])
 	}
 }
