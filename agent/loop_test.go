@@ -388,11 +388,25 @@ func TestRunTool(t *testing.T) {
 	}
 }
 
+// read_artifact takes its id from the model: an id that walks out of the
+// artifact directory must not read a host file.
 func TestArtifactIDsCannotEscape(t *testing.T) {
-	s := newArtifactStore(t.TempDir(), "p-")
-	for _, id := range []string{"../../etc/passwd", "a1/../../x", "", "b1"} {
-		if out, ok := s.page(id, 1, 10); ok {
-			t.Errorf("page(%q) = %q", id, out)
+	base := t.TempDir()
+	if err := os.WriteFile(filepath.Join(base, "secret.txt"), []byte("host secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// No prefix, as for `agent sandbox tool`: the id alone makes the path.
+	s := newArtifactStore(filepath.Join(base, "artifacts"), "")
+	attacks := []string{"../secret", "a1/../../secret"}
+	// Control: unchecked, these ids name the planted file.
+	for _, id := range attacks {
+		if b, err := os.ReadFile(s.path(id)); err != nil || string(b) != "host secret\n" {
+			t.Fatalf("control: id %q does not reach the planted file (%v)", id, err)
+		}
+	}
+	for _, id := range append(attacks, "", "b1") {
+		if out, ok := s.page(id, 1, 10); ok || strings.Contains(out, "host secret") {
+			t.Errorf("page(%q) = %q, %v", id, out, ok)
 		}
 	}
 }
