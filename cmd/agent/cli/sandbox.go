@@ -244,18 +244,22 @@ func sandboxExecRun(ctx context.Context, opts *SandboxExecOptions) error {
 	if err != nil {
 		return err
 	}
-	eo := sandbox.ExecOptions{
-		Cmd: opts.Cmd, User: opts.User, WorkingDir: opts.Workdir,
-		Stdin: opts.IO.In, Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut,
-	}
-	in, inFile := opts.IO.In.(*os.File)
-	if inFile && opts.IO.InTTY && opts.IO.OutTTY {
+	return execAttached(ctx, opts.IO, sb, sandbox.ExecOptions{Cmd: opts.Cmd, User: opts.User, WorkingDir: opts.Workdir})
+}
+
+// execAttached runs a command in sb on the user's streams, on a raw
+// terminal that follows resizes when agent runs on one (then ttyArgs are
+// added to the command). A non-zero exit becomes agent's own exit code.
+func execAttached(ctx context.Context, ios *IOStreams, sb *sandbox.Sandbox, eo sandbox.ExecOptions, ttyArgs ...string) error {
+	eo.Stdin, eo.Stdout, eo.Stderr = ios.In, ios.Out, ios.ErrOut
+	if in, ok := ios.In.(*os.File); ok && ios.InTTY && ios.OutTTY {
 		restore, resize, err := rawTerminal(ctx, in)
 		if err != nil {
 			return err
 		}
 		defer restore()
 		eo.TTY, eo.Resize = true, resize
+		eo.Cmd = append(eo.Cmd, ttyArgs...)
 	}
 	res, err := sb.Exec(ctx, eo)
 	if err != nil {

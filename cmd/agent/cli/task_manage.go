@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -315,24 +314,7 @@ func taskShellRun(ctx context.Context, opts *TaskRefOptions) error {
 		return fmt.Errorf("the sandbox image %s has no /bin/sh for a shell: %w", t.Image, err)
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "shell in the sandbox of task %s (%s at /workspace; no network); exit to leave\n", t.ID, t.Worktree)
-	eo := sandbox.ExecOptions{Cmd: []string{shell}, Stdin: opts.IO.In, Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut}
-	if in, ok := opts.IO.In.(*os.File); ok && opts.IO.InTTY && opts.IO.OutTTY {
-		restore, resize, err := rawTerminal(ctx, in)
-		if err != nil {
-			return err
-		}
-		defer restore()
-		eo.TTY, eo.Resize = true, resize
-		eo.Cmd = append(eo.Cmd, "-i")
-	}
-	res, err := sb.Exec(ctx, eo)
-	if err != nil {
-		return err
-	}
-	if res.ExitCode != 0 {
-		return &ExitCodeError{Code: res.ExitCode}
-	}
-	return nil
+	return execAttached(ctx, opts.IO, sb, sandbox.ExecOptions{Cmd: []string{shell}}, "-i")
 }
 
 // GCOptions are the inputs of `agent gc`.
