@@ -281,7 +281,7 @@ func (o *Orchestrator) UnmergedWork(ctx context.Context, t *store.Task) (commits
 			return 0, nil, err
 		}
 	}
-	if wt, err := o.taskWorktree(repo, t); err == nil && wt.Exists() && t.Populated {
+	if wt := o.checkedOutWorktree(repo, t); wt != nil {
 		uncommitted, _ = repo.Changes(ctx, wt)
 	}
 	return commits, uncommitted, nil

@@ -150,6 +150,20 @@ func (o *Orchestrator) taskWorktree(r *worktree.Repo, t *store.Task) (*worktree.
 	return r.Attach(worktree.Worktree{Path: t.Worktree, GitDir: t.WorktreeGit, Branch: t.Branch})
 }
 
+// checkedOutWorktree returns the task's worktree when its files are on
+// disk, else nil: a worktree that was never checked out holds nothing of
+// the agent's (git would call every file deleted).
+func (o *Orchestrator) checkedOutWorktree(r *worktree.Repo, t *store.Task) *worktree.Worktree {
+	if !t.Populated {
+		return nil
+	}
+	wt, err := o.taskWorktree(r, t)
+	if err != nil || !wt.Exists() {
+		return nil
+	}
+	return wt
+}
+
 // insideStateDir reports whether path is inside the state directory (a
 // task worktree must never be used as a repository: its .git, if any, was
 // written by an agent).

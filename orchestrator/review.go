@@ -128,9 +128,7 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 	if rv.Unmerged, err = repo.CountCommits(ctx, into, tip); err != nil {
 		return nil, err
 	}
-	// A worktree that was never checked out holds nothing of the agent's
-	// (git would call every file deleted).
-	if wt, err := o.taskWorktree(repo, t); err == nil && wt.Exists() && t.Populated {
+	if wt := o.checkedOutWorktree(repo, t); wt != nil {
 		if rv.Uncommitted, err = repo.Changes(ctx, wt); err != nil {
 			return nil, err
 		}
@@ -173,7 +171,7 @@ func (o *Orchestrator) Diff(ctx context.Context, t *store.Task, w io.Writer) err
 		}
 		return fmt.Errorf("task %s: its branch %s no longer exists (task %s)", t.ID, t.Branch, t.State)
 	}
-	if wt, err := o.taskWorktree(repo, t); err == nil && wt.Exists() && t.Populated {
+	if wt := o.checkedOutWorktree(repo, t); wt != nil {
 		ch, err := repo.Changes(ctx, wt)
 		if err != nil {
 			return err
