@@ -181,6 +181,12 @@ func (l *configLoader) load() (*Config, error) {
 	return l.cfg, l.err
 }
 
+// envVar is the environment variable that sets a key (sandbox.image ->
+// AGENT_SANDBOX_IMAGE).
+func envVar(key string) string {
+	return "AGENT_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
 // projectKeys are the only keys a repository's own .agent/config.yaml may
 // set. The file comes with the code, and the code is not trusted: a cloned
 // repository, or a change an agent made and the user merged, must not be
@@ -251,8 +257,8 @@ func (l *configLoader) mergeProject(file string) error {
 	allowed := map[string]any{}
 	for _, key := range pv.AllKeys() {
 		if !slices.Contains(projectKeys, key) {
-			l.warnings = append(l.warnings, fmt.Sprintf("%s: ignoring %q: a repository's config may not set it (set it in %s, AGENT_%s or a flag)",
-				file, key, userConfigFile(), strings.ToUpper(strings.ReplaceAll(key, ".", "_"))))
+			l.warnings = append(l.warnings, fmt.Sprintf("%s: ignoring %q: a repository's config may not set it (set it in %s, %s or a flag)",
+				file, key, userConfigFile(), envVar(key)))
 			continue
 		}
 		setNested(allowed, strings.Split(key, "."), pv.Get(key))

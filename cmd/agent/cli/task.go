@@ -322,11 +322,14 @@ func taskResumeRun(ctx context.Context, opts *TaskResumeOptions) error {
 	if _, err := o.Reconcile(); err != nil {
 		return err
 	}
+	// The task keeps the endpoint and model it started with unless this run
+	// names others, with a flag or an AGENT_* variable (a config file is
+	// not about this task).
 	ro := orchestrator.ResumeOptions{}
-	if opts.Run.LLMSet || os.Getenv("AGENT_LLM_URL") != "" {
+	if opts.Run.LLMSet || os.Getenv(envVar("llm.url")) != "" {
 		ro.LLM = cfg.LLM.URL
 	}
-	if opts.Run.ModelSet {
+	if opts.Run.ModelSet || os.Getenv(envVar("llm.model")) != "" {
 		ro.Model = cfg.LLM.Model
 	}
 	run, err := o.Resume(ctx, opts.Task, ro)
