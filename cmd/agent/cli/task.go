@@ -286,6 +286,11 @@ agent continues the same transcript. --llm overrides the task's endpoint.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Task = args[0]
 			opts.Run.changed(cmd)
+			if opts.Run.ImageSet {
+				// It would be ignored: the worktree goes on in the image
+				// the task started with.
+				return UsageErrorf("--image: a resumed task runs in the sandbox image it started with")
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
