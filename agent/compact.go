@@ -386,7 +386,7 @@ func (a *Agent) checkpoint(ctx context.Context, res *Result) error {
 		u.PromptTokens, u.CompletionTokens = estimateMessages(req.Messages), estimateMessage(resp.Message)
 	}
 	a.countUsage(res, u)
-	summary := strings.TrimSpace(visibleText(resp.Message.Content))
+	summary := visibleText(resp.Message.Content)
 	if summary == "" {
 		return fmt.Errorf("the model wrote an empty summary")
 	}

@@ -154,7 +154,8 @@ func (a *Agent) run(ctx context.Context, prompt string, res *Result) error {
 			return err
 		}
 		if len(msg.ToolCalls) == 0 {
-			empty := visibleText(msg.Content) == ""
+			answer := visibleText(msg.Content)
+			empty := answer == ""
 			if !nudged && (empty || a.looksLikeAction(msg.Content)) {
 				nudged = true
 				nudge := nudgeNative
@@ -170,7 +171,7 @@ func (a *Agent) run(ctx context.Context, prompt string, res *Result) error {
 				continue
 			}
 			res.StopReason = StopDone
-			res.Text = strings.TrimSpace(visibleText(msg.Content))
+			res.Text = answer
 			if res.Text == "" {
 				res.Text = "(the model finished without a final answer)"
 			}

@@ -21,8 +21,8 @@ func (a *Agent) parseText(content string) ([]llm.ToolCall, bool) {
 	return calls, r.Incomplete
 }
 
-// visibleText is the reply without reasoning and tool-call markup: what the
-// user reads as the answer.
+// visibleText is the reply without reasoning and tool-call markup, trimmed:
+// what the user reads as the answer.
 func visibleText(s string) string {
 	return toolparse.New().Parse(s).Text
 }
