@@ -180,14 +180,11 @@ func sandboxCreateRun(ctx context.Context, opts *SandboxCreateOptions) error {
 		return err
 	}
 	sb.Close()
-	if opts.JSON {
-		if sb.Notice != "" {
-			fmt.Fprintln(opts.IO.ErrOut, "agent: "+sb.Notice)
-		}
-		return writeJSON(opts.IO.Out, sb)
-	}
 	if sb.Notice != "" {
 		fmt.Fprintln(opts.IO.ErrOut, "agent: "+sb.Notice)
+	}
+	if opts.JSON {
+		return writeJSON(opts.IO.Out, sb)
 	}
 	fmt.Fprintln(opts.IO.Out, sb.ID)
 	return nil
