@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -51,13 +52,10 @@ func allowed(list []string, top string) bool {
 	return false
 }
 
-func TestImportRules(t *testing.T) {
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"/...").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
-	checked := 0
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+// importViolations checks `go list` lines (a package, then its imports)
+// against the rules; it also says how many packages it checked.
+func importViolations(goList string) (violations []string, checked int) {
+	for _, line := range strings.Split(strings.TrimSpace(goList), "\n") {
 		fields := strings.Fields(line)
 		if len(fields) == 0 {
 			continue
@@ -66,27 +64,51 @@ func TestImportRules(t *testing.T) {
 		top := topLevel(pkg)
 		rules, ok := importRules[top]
 		if !ok {
-			t.Errorf("%s: top-level package %q is not in DESIGN.md's layout", pkg, top)
+			violations = append(violations, fmt.Sprintf("%s: top-level package %q is not in DESIGN.md's layout", pkg, top))
 			continue
 		}
 		checked++
 		for _, imp := range imports {
 			if strings.HasPrefix(imp, module+"/") {
-				it := topLevel(imp)
-				if it != top && !allowed(rules, it) {
-					t.Errorf("%s imports %s: %s may not import %s", pkg, imp, top, it)
+				if it := topLevel(imp); it != top && !allowed(rules, it) {
+					violations = append(violations, fmt.Sprintf("%s imports %s: %s may not import %s", pkg, imp, top, it))
 				}
 				continue
 			}
 			for _, r := range thirdPartyRules {
 				if strings.HasPrefix(imp, r.prefix) && !allowed(r.allowed, top) {
-					t.Errorf("%s imports %s: %s", pkg, imp, r.why)
+					violations = append(violations, fmt.Sprintf("%s imports %s: %s", pkg, imp, r.why))
 				}
 			}
 		}
 	}
+	return violations, checked
+}
+
+func TestImportRules(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	violations, checked := importViolations(string(out))
+	for _, v := range violations {
+		t.Error(v)
+	}
 	if checked < 5 {
 		t.Fatalf("checked only %d packages; go list output looks wrong:\n%s", checked, out)
+	}
+
+	// Control: the same check catches the agent reaching Docker, the
+	// orchestrator or viper, and a package outside the layout.
+	bad := strings.Join([]string{
+		module + "/agent/tools " + module + "/orchestrator",
+		module + "/agent " + "github.com/docker/docker/client",
+		module + "/policy " + "github.com/spf13/viper",
+		module + "/internal/x fmt",
+		module + "/agent/event fmt " + module + "/policy",
+	}, "\n")
+	if got, _ := importViolations(bad); len(got) != 4 {
+		t.Errorf("control: %d violations found in four bad packages and one good one: %q", len(got), got)
 	}
 }
 
