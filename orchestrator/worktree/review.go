@@ -68,37 +68,29 @@ func plural(n int) string {
 // DiffStat compares two commits (renames are shown as delete + add).
 func (r *Repo) DiffStat(ctx context.Context, from, to string) (Stat, error) {
 	var st Stat
-	status, err := r.g.out(ctx, r.CommonDir, "", "diff", "--no-ext-diff", "--no-textconv", "--no-renames", "--name-status", "-z", from, to, "--")
-	if err != nil {
-		return st, fmt.Errorf("git diff: %w", err)
-	}
-	byPath := map[string]int{}
-	f := strings.Split(status, "\x00")
-	for i := 0; i+1 < len(f); i += 2 {
-		byPath[f[i+1]] = len(st.Files)
-		st.Files = append(st.Files, FileStat{Status: f[i], Path: f[i+1]})
-	}
 	raw, err := r.g.out(ctx, r.CommonDir, "", "diff", "--no-ext-diff", "--no-textconv", "--no-renames", "--raw", "--no-abbrev", "-z", from, to, "--")
 	if err != nil {
 		return st, fmt.Errorf("git diff: %w", err)
 	}
+	byPath := map[string]int{}
 	rf := strings.Split(raw, "\x00")
 	for i := 0; i+1 < len(rf); i += 2 {
 		// ":old_mode new_mode old_sha new_sha status" NUL path
 		meta := strings.Fields(strings.TrimPrefix(rf[i], ":"))
-		j, ok := byPath[rf[i+1]]
-		if len(meta) < 4 || !ok {
+		if len(meta) < 5 {
 			continue
 		}
+		f := FileStat{Path: rf[i+1], Status: meta[4]}
 		if meta[1] != "000000" {
-			st.Files[j].Mode = meta[1]
+			f.Mode = meta[1]
 		}
 		if meta[1] == "120000" {
-			target, err := r.g.out(ctx, r.CommonDir, "", "cat-file", "blob", meta[3])
-			if err == nil {
-				st.Files[j].LinkTarget = target
+			if target, err := r.g.out(ctx, r.CommonDir, "", "cat-file", "blob", meta[3]); err == nil {
+				f.LinkTarget = target
 			}
 		}
+		byPath[f.Path] = len(st.Files)
+		st.Files = append(st.Files, f)
 	}
 	num, err := r.g.out(ctx, r.CommonDir, "", "diff", "--no-ext-diff", "--no-textconv", "--no-renames", "--numstat", "-z", from, to, "--")
 	if err != nil {

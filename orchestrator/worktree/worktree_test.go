@@ -177,6 +177,11 @@ func TestAddCommitReviewMerge(t *testing.T) {
 	if err != nil || len(st.Files) != 2 || st.Added != 2 || st.Deleted != 1 {
 		t.Fatalf("stat = %+v %v", st, err)
 	}
+	for _, f := range st.Files {
+		if want := map[string]string{"a.txt": "M", "new.txt": "A"}[f.Path]; f.Status != want || f.Mode != "100644" {
+			t.Errorf("stat of %s = %+v, want status %s, mode 100644", f.Path, f, want)
+		}
+	}
 	var diff bytes.Buffer
 	if err := r.Diff(ctx, base.Commit, w.Branch, &diff); err != nil || !strings.Contains(diff.String(), "+2") {
 		t.Fatalf("diff = %q %v", diff.String(), err)
@@ -564,5 +569,34 @@ func TestSnapshotFilesAndApplyDiff(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(parent.Path, "x.txt")); err == nil {
 		t.Error("a failed apply wrote part of its change")
+	}
+}
+
+func TestDiffStatSymlinkAndDelete(t *testing.T) {
+	ctx := context.Background()
+	r := openRepo(t, newRepo(t))
+	base, _ := r.ResolveBase(ctx, "")
+	w := addTask(t, r, "link")
+	if err := os.Symlink("/etc/passwd", filepath.Join(w.Path, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(w.Path, "a.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.CommitAll(ctx, w, "link"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := r.DiffStat(ctx, base.Commit, w.Branch)
+	if err != nil || len(st.Files) != 2 {
+		t.Fatalf("stat = %+v %v", st, err)
+	}
+	want := map[string]FileStat{
+		"a.txt": {Path: "a.txt", Status: "D", Deleted: 3},
+		"link":  {Path: "link", Status: "A", Added: 1, Mode: "120000", LinkTarget: "/etc/passwd"},
+	}
+	for _, f := range st.Files {
+		if f != want[f.Path] {
+			t.Errorf("stat of %s = %+v, want %+v", f.Path, f, want[f.Path])
+		}
 	}
 }
