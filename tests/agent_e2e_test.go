@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,24 +13,10 @@ import (
 	"github.com/localagent/agent/agent/llm"
 	"github.com/localagent/agent/agent/scripted"
 	"github.com/localagent/agent/agent/session"
+	"github.com/localagent/agent/orchestrator"
 	"github.com/localagent/agent/sandbox"
 	"github.com/localagent/agent/sandbox/sandboxtest"
 )
-
-// sandboxWorkspace adapts a sandbox to the agent's Workspace for this test
-// (the orchestrator has its own adapter).
-type sandboxWorkspace struct{ sb *sandbox.Sandbox }
-
-func (w sandboxWorkspace) Call(ctx context.Context, tool string, args json.RawMessage) (agent.ToolResult, error) {
-	r, err := w.sb.Tool(ctx, tool, args)
-	if err != nil {
-		return agent.ToolResult{}, err
-	}
-	return agent.ToolResult{
-		Output: r.Output, IsError: r.IsError, ExitCode: r.ExitCode, TimedOut: r.TimedOut,
-		OOMKilled: r.OOMKilled, Truncated: r.Truncated, Duration: time.Duration(r.DurationMS) * time.Millisecond,
-	}, nil
-}
 
 const e2eScript = `
 model: e2e
@@ -86,7 +71,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	sessionPath := filepath.Join(t.TempDir(), "session.jsonl")
 	rec := &event.Recorder{}
 	opts := agent.Options{
-		Client: client, Workspace: sandboxWorkspace{sb}, SessionPath: sessionPath,
+		Client: client, Workspace: orchestrator.NewWorkspace(sb), SessionPath: sessionPath,
 		ArtifactDir: t.TempDir(), Sink: rec, Env: agent.Environment{Offline: true, Branch: "agent/e2e"},
 	}
 	a, err := agent.New(opts)
@@ -211,7 +196,7 @@ turns:
 		t.Fatal(err)
 	}
 	arts := t.TempDir()
-	a, err := agent.New(agent.Options{Client: client, Workspace: sandboxWorkspace{sb},
+	a, err := agent.New(agent.Options{Client: client, Workspace: orchestrator.NewWorkspace(sb),
 		SessionPath: filepath.Join(t.TempDir(), "s.jsonl"), ArtifactDir: arts})
 	if err != nil {
 		t.Fatal(err)
