@@ -143,8 +143,9 @@ func TestBuildBusyboxAndRun(t *testing.T) {
 	if err != nil || !again.Skipped || again.ID != res.ID {
 		t.Errorf("second build: %+v, %v; want skipped with the same ID", again, err)
 	}
-	time.Sleep(1100 * time.Millisecond) // the build label has second resolution
-	forced, err := Build(ctx, c, NameBusybox, BuildOptions{Ref: ref, Force: true, Labels: map[string]string{LabelTest: id}})
+	// Another version in the build label makes the rebuilt image differ
+	// even within the same second (the label's time has second resolution).
+	forced, err := Build(ctx, c, NameBusybox, BuildOptions{Ref: ref, Force: true, AgentVersion: "rebuild", Labels: map[string]string{LabelTest: id}})
 	if err != nil || forced.Skipped || forced.ID == res.ID {
 		t.Errorf("forced build: %+v, %v; want a new image", forced, err)
 	}
@@ -345,8 +346,8 @@ func TestFailedBuildKeepsWorkingImage(t *testing.T) {
 		r.verify = []string{"sh", "-c", "echo broken >&2; exit 3"}
 		return r
 	}
-	time.Sleep(1100 * time.Millisecond) // a different build label, so a different image
-	_, err = Build(ctx, c, NameBusybox, BuildOptions{Ref: ref, Force: true, Labels: map[string]string{LabelTest: id}})
+	// A different build label (version), so a different image.
+	_, err = Build(ctx, c, NameBusybox, BuildOptions{Ref: ref, Force: true, AgentVersion: "broken", Labels: map[string]string{LabelTest: id}})
 	if err == nil || !strings.Contains(err.Error(), "does not work") || !strings.Contains(err.Error(), "broken") {
 		t.Fatalf("Build with a failing check = %v", err)
 	}
@@ -368,8 +369,7 @@ func TestFailedBuildKeepsWorkingImage(t *testing.T) {
 
 	// Control: with the check passing, the forced build does replace it.
 	recipes[NameBusybox] = orig
-	time.Sleep(1100 * time.Millisecond)
-	res, err := Build(ctx, c, NameBusybox, BuildOptions{Ref: ref, Force: true, Labels: map[string]string{LabelTest: id}})
+	res, err := Build(ctx, c, NameBusybox, BuildOptions{Ref: ref, Force: true, AgentVersion: "control", Labels: map[string]string{LabelTest: id}})
 	if err != nil || res.ID == good.ID {
 		t.Fatalf("control build: %v, ID %s", err, res.ID)
 	}
