@@ -103,10 +103,7 @@ func (o *Orchestrator) merge(ctx context.Context, t *store.Task, squash bool) (O
 		return Outcome{}, fmt.Errorf("task %s is %s: only a finished task can be merged (resume it with `agent resume %s`, or look at it with `agent diff %s`)", t.ID, t.State, t.ID, t.ID)
 	}
 	if t.BaseBranch == "" {
-		if t.State == store.Review {
-			t.State, t.Decision = store.Kept, string(Keep)
-			_ = o.store.Save(t)
-		}
+		o.keepUnmerged(t)
 		return Outcome{}, fmt.Errorf("task %s started from %s, which is not a branch: there is nothing to merge into; merge its branch yourself: git merge %s", t.ID, t.BaseRef, t.Branch)
 	}
 	repo, err := o.openRepo(ctx, t)
@@ -122,11 +119,7 @@ func (o *Orchestrator) merge(ctx context.Context, t *store.Task, squash bool) (O
 	res, err := repo.Merge(ctx, worktree.MergeOptions{Branch: t.Branch, Into: t.BaseBranch, Squash: squash, Message: msg})
 	if err != nil {
 		// Nothing changed: the branch and worktree stay for review.
-		if t.State == store.Review {
-			t.State = store.Kept
-			t.Decision = string(Keep)
-			_ = o.store.Save(t)
-		}
+		o.keepUnmerged(t)
 		var ce *worktree.ConflictError
 		if errors.As(err, &ce) {
 			return Outcome{}, fmt.Errorf("%w; task %s is kept", err, t.ID)
@@ -156,6 +149,15 @@ func (o *Orchestrator) merge(ctx context.Context, t *store.Task, squash bool) (O
 		out.Message += "; " + note
 	}
 	return out, nil
+}
+
+// keepUnmerged records a task under review that could not be merged as
+// kept: its branch and worktree stay for a later merge or discard.
+func (o *Orchestrator) keepUnmerged(t *store.Task) {
+	if t.State == store.Review {
+		t.State, t.Decision = store.Kept, string(Keep)
+		_ = o.store.Save(t)
+	}
 }
 
 // cleanupMerged removes a merged task's worktree and branch, keeping both
