@@ -97,10 +97,9 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	s.event(st.Name, "started", st.Prompt)
 	id := t.ID + "-" + round + "-" + st.Name
 	branch := t.Branch + "-sub-" + round + "-" + st.Name
-	child := &store.Task{
-		ID: t.ID, Prompt: st.Prompt, Repo: t.Repo, RepoGitDir: t.RepoGitDir,
-		Branch: branch, Worktree: o.worktreePath(id), Image: t.Image,
-	}
+	// The sub-agent's sandbox belongs to the task (its label) but works on
+	// the sub-agent's own worktree.
+	child := &store.Task{ID: t.ID, Worktree: o.worktreePath(id), Image: t.Image}
 	unlock, err := repo.Lock(ctx, o.lockDir())
 	if err != nil {
 		return fail("%v", err)
@@ -110,7 +109,6 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	if err != nil {
 		return fail("creating the sub-agent's worktree: %v", err)
 	}
-	child.WorktreeGit = cwt.GitDir
 	keepBranch := true
 	defer func() {
 		cctx := context.WithoutCancel(ctx)
