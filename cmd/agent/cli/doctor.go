@@ -174,7 +174,7 @@ func (d *doctor) engine(ctx context.Context) bool {
 	ping, err := d.docker.Ping(pctx)
 	if err != nil {
 		fix := "start it (`sudo systemctl start docker`) or point DOCKER_HOST at a running engine"
-		if errors.Is(err, fs.ErrPermission) || strings.Contains(err.Error(), "permission denied") {
+		if errors.Is(err, fs.ErrPermission) {
 			fix = "add your user to the docker group (`sudo usermod -aG docker $USER`, then log in again)"
 		}
 		d.add("engine", VerdictFail, fmt.Sprintf("cannot reach the Docker engine at %s: %v", d.docker.DaemonHost(), err), fix)
