@@ -43,7 +43,6 @@ loaded from a bundle; nothing is ever pulled from a registry.
 type ImagesBuildOptions struct {
 	IO     *IOStreams
 	Engine func(context.Context) (images.Engine, error)
-	Ctx    context.Context
 
 	// Names are the images to build in order (already expanded from "all").
 	Names  []string
@@ -52,7 +51,7 @@ type ImagesBuildOptions struct {
 }
 
 // NewCmdImagesBuild builds `agent images build`.
-func NewCmdImagesBuild(f *Factory, runF func(*ImagesBuildOptions) error) *cobra.Command {
+func NewCmdImagesBuild(f *Factory, runF func(context.Context, *ImagesBuildOptions) error) *cobra.Command {
 	opts := &ImagesBuildOptions{IO: f.IO, Engine: factoryEngine(f)}
 	cmd := &cobra.Command{
 		Use:   "build [sandbox|llama-server|busybox|all]",
@@ -83,11 +82,10 @@ host's apt mirror, else ` + images.DefaultMirror + `.`,
 				}
 				opts.Mirror = cfg.Images.Mirror
 			}
-			opts.Ctx = cmd.Context()
 			if runF != nil {
-				return runF(opts)
+				return runF(cmd.Context(), opts)
 			}
-			return imagesBuildRun(opts)
+			return imagesBuildRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "rebuild even when the image is present")
@@ -106,8 +104,7 @@ func expandImageNames(name string) ([]string, error) {
 	return []string{d.Name}, nil
 }
 
-func imagesBuildRun(opts *ImagesBuildOptions) error {
-	ctx := opts.Ctx
+func imagesBuildRun(ctx context.Context, opts *ImagesBuildOptions) error {
 	eng, err := opts.Engine(ctx)
 	if err != nil {
 		return err
@@ -215,12 +212,11 @@ func factoryEngine(f *Factory) func(context.Context) (images.Engine, error) {
 type ImagesListOptions struct {
 	IO     *IOStreams
 	Engine func(context.Context) (images.Engine, error)
-	Ctx    context.Context
 	JSON   bool
 }
 
 // NewCmdImagesList builds `agent images list`.
-func NewCmdImagesList(f *Factory, runF func(*ImagesListOptions) error) *cobra.Command {
+func NewCmdImagesList(f *Factory, runF func(context.Context, *ImagesListOptions) error) *cobra.Command {
 	opts := &ImagesListOptions{IO: f.IO, Engine: factoryEngine(f)}
 	cmd := &cobra.Command{
 		Use:     "list",
@@ -228,23 +224,22 @@ func NewCmdImagesList(f *Factory, runF func(*ImagesListOptions) error) *cobra.Co
 		Short:   "List the project's images and which are missing",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts.Ctx = cmd.Context()
 			if runF != nil {
-				return runF(opts)
+				return runF(cmd.Context(), opts)
 			}
-			return imagesListRun(opts)
+			return imagesListRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON object on stdout")
 	return cmd
 }
 
-func imagesListRun(opts *ImagesListOptions) error {
-	eng, err := opts.Engine(opts.Ctx)
+func imagesListRun(ctx context.Context, opts *ImagesListOptions) error {
+	eng, err := opts.Engine(ctx)
 	if err != nil {
 		return err
 	}
-	list, err := images.List(opts.Ctx, eng)
+	list, err := images.List(ctx, eng)
 	if err != nil {
 		return err
 	}
@@ -284,7 +279,6 @@ func buildArg(missing []string) string {
 type ImagesSaveOptions struct {
 	IO     *IOStreams
 	Engine func(context.Context) (images.Engine, error)
-	Ctx    context.Context
 
 	Output string
 	// Refs are images by project name or any reference; empty = every
@@ -294,7 +288,7 @@ type ImagesSaveOptions struct {
 }
 
 // NewCmdImagesSave builds `agent images save`.
-func NewCmdImagesSave(f *Factory, runF func(*ImagesSaveOptions) error) *cobra.Command {
+func NewCmdImagesSave(f *Factory, runF func(context.Context, *ImagesSaveOptions) error) *cobra.Command {
 	opts := &ImagesSaveOptions{IO: f.IO, Engine: factoryEngine(f)}
 	cmd := &cobra.Command{
 		Use:   "save -o FILE [IMAGE...]",
@@ -312,11 +306,10 @@ image that is present. A FILE ending in .gz or .tgz is gzip-compressed.`,
 			if strings.HasSuffix(opts.Output, ".gz") || strings.HasSuffix(opts.Output, ".tgz") {
 				opts.Gzip = true
 			}
-			opts.Ctx = cmd.Context()
 			if runF != nil {
-				return runF(opts)
+				return runF(cmd.Context(), opts)
 			}
-			return imagesSaveRun(opts)
+			return imagesSaveRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "bundle file to write (- for stdout)")
@@ -324,8 +317,7 @@ image that is present. A FILE ending in .gz or .tgz is gzip-compressed.`,
 	return cmd
 }
 
-func imagesSaveRun(opts *ImagesSaveOptions) error {
-	ctx := opts.Ctx
+func imagesSaveRun(ctx context.Context, opts *ImagesSaveOptions) error {
 	eng, err := opts.Engine(ctx)
 	if err != nil {
 		return err
@@ -386,13 +378,12 @@ func imagesSaveRun(opts *ImagesSaveOptions) error {
 type ImagesLoadOptions struct {
 	IO     *IOStreams
 	Engine func(context.Context) (images.Engine, error)
-	Ctx    context.Context
 	Input  string
 	JSON   bool
 }
 
 // NewCmdImagesLoad builds `agent images load`.
-func NewCmdImagesLoad(f *Factory, runF func(*ImagesLoadOptions) error) *cobra.Command {
+func NewCmdImagesLoad(f *Factory, runF func(context.Context, *ImagesLoadOptions) error) *cobra.Command {
 	opts := &ImagesLoadOptions{IO: f.IO, Engine: factoryEngine(f)}
 	cmd := &cobra.Command{
 		Use:   "load -i FILE",
@@ -406,11 +397,10 @@ Gzip-compressed files are accepted.`,
 			if opts.Input == "" {
 				return UsageErrorf("agent images load: -i FILE is required")
 			}
-			opts.Ctx = cmd.Context()
 			if runF != nil {
-				return runF(opts)
+				return runF(cmd.Context(), opts)
 			}
-			return imagesLoadRun(opts)
+			return imagesLoadRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVarP(&opts.Input, "input", "i", "", "bundle or docker save archive to read (- for stdin)")
@@ -418,8 +408,7 @@ Gzip-compressed files are accepted.`,
 	return cmd
 }
 
-func imagesLoadRun(opts *ImagesLoadOptions) error {
-	ctx := opts.Ctx
+func imagesLoadRun(ctx context.Context, opts *ImagesLoadOptions) error {
 	var r io.Reader = opts.IO.In
 	if opts.Input != "-" {
 		f, err := os.Open(opts.Input)

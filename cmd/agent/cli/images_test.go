@@ -40,7 +40,7 @@ func TestImagesBuildArgs(t *testing.T) {
 			ios, _, _, _ := TestStreams()
 			f := NewFactory(ios)
 			var got *ImagesBuildOptions
-			cmd := NewCmdImagesBuild(f, func(o *ImagesBuildOptions) error { got = o; return nil })
+			cmd := NewCmdImagesBuild(f, func(_ context.Context, o *ImagesBuildOptions) error { got = o; return nil })
 			cmd.SetArgs(tt.args)
 			if err := cmd.Execute(); err != nil {
 				t.Fatal(err)
@@ -82,7 +82,7 @@ func TestImagesSaveGzipByName(t *testing.T) {
 	for name, want := range map[string]bool{"b.tar": false, "b.tar.gz": true, "b.tgz": true} {
 		ios, _, _, _ := TestStreams()
 		var got *ImagesSaveOptions
-		cmd := NewCmdImagesSave(NewFactory(ios), func(o *ImagesSaveOptions) error { got = o; return nil })
+		cmd := NewCmdImagesSave(NewFactory(ios), func(_ context.Context, o *ImagesSaveOptions) error { got = o; return nil })
 		cmd.SetArgs([]string{"-o", name, "sandbox"})
 		if err := cmd.Execute(); err != nil {
 			t.Fatal(err)
