@@ -24,7 +24,7 @@ const (
 // SIGINT during a run).
 var ErrCancelled = errors.New("cancelled")
 
-// ExitError carries a specific exit code out of a command (e.g. the exit
+// ExitCodeError carries a specific exit code out of a command (e.g. the exit
 // code of a command run in a sandbox) without printing anything more.
 type ExitCodeError struct{ Code int }
 
