@@ -106,3 +106,23 @@ func TestConfigPrecedence(t *testing.T) {
 		t.Errorf("default not applied: tmpfs %q", cfg.Sandbox.Tmpfs)
 	}
 }
+
+// A repository's config applies to a task started in one of its
+// subdirectories too. Control: outside the checkout it does not.
+func TestProjectDirIsTheCheckoutTop(t *testing.T) {
+	repo, err := filepath.EvalSymlinks(t.TempDir()) // git reports the real path
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(repo, ".agent", "config.yaml"), "agent:\n  max_iterations: 12\n")
+	writeFile(t, filepath.Join(repo, "src", "main.go"), "package main\n")
+	gitOut(t, repo, "init", "-q")
+	gitOut(t, repo, "add", ".")
+	gitOut(t, repo, "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-q", "-m", "first")
+	outside := t.TempDir()
+	for dir, want := range map[string]string{filepath.Join(repo, "src"): repo, repo: repo, outside: outside} {
+		if got := projectDir(t.Context(), dir); got != want {
+			t.Errorf("projectDir(%s) = %s, want %s", dir, got, want)
+		}
+	}
+}

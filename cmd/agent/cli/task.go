@@ -12,6 +12,7 @@ import (
 	"github.com/localagent/agent/agent"
 	"github.com/localagent/agent/agent/event"
 	"github.com/localagent/agent/orchestrator"
+	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/policy"
 	"github.com/localagent/agent/sandbox"
 )
@@ -68,7 +69,7 @@ Without a terminal no form can be shown: pass --approve.`,
 			opts.Run.changed(cmd)
 			// The repository's .agent/config.yaml applies, not the one of
 			// the directory agent was started in.
-			f.SetProjectDir(func() string { return projectDir(opts.Repo) })
+			f.SetProjectDir(func() string { return projectDir(cmd.Context(), opts.Repo) })
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -125,12 +126,19 @@ func (rf *RunFlags) apply(cfg *Config) {
 	cfg.Sandbox.Egress = append(cfg.Sandbox.Egress, rf.AllowHosts...)
 }
 
-func projectDir(repo string) string {
-	if repo != "" {
-		return repo
+// projectDir is where a repository's .agent/config.yaml lives: the top of
+// the checkout holding repo (the working directory when repo is ""), also
+// when agent runs in one of its subdirectories; outside a checkout, the
+// directory itself.
+func projectDir(ctx context.Context, repo string) string {
+	dir := repo
+	if dir == "" {
+		dir, _ = os.Getwd()
 	}
-	d, _ := os.Getwd()
-	return d
+	if r, err := worktree.Open(ctx, dir); err == nil {
+		return r.Root
+	}
+	return dir
 }
 
 // newOrchestrator builds the orchestrator from the configuration. Docker is
