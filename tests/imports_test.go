@@ -35,6 +35,9 @@ var thirdPartyRules = []struct {
 	{"github.com/charmbracelet/huh", []string{"cmd"}, "forms live behind the prompter in cmd/agent"},
 	{"github.com/spf13/viper", []string{"cmd"}, "configuration is read in cmd/agent and passed down as plain structs"},
 	{"github.com/spf13/cobra", []string{"cmd"}, "logic packages never see cobra"},
+	// The agent acts only through its Workspace (the sandbox): a process
+	// started by the agent package itself would run on the host.
+	{"os/exec", []string{"cmd", "orchestrator", "sandbox", "images", "tests"}, "the agent may not start host processes: every command runs in the sandbox"},
 }
 
 func topLevel(pkg string) string {
@@ -99,16 +102,18 @@ func TestImportRules(t *testing.T) {
 	}
 
 	// Control: the same check catches the agent reaching Docker, the
-	// orchestrator or viper, and a package outside the layout.
+	// orchestrator or the host's processes, viper outside cmd, and a package
+	// outside the layout.
 	bad := strings.Join([]string{
 		module + "/agent/tools " + module + "/orchestrator",
 		module + "/agent " + "github.com/docker/docker/client",
 		module + "/policy " + "github.com/spf13/viper",
 		module + "/internal/x fmt",
+		module + "/agent/llm os/exec",
 		module + "/agent/event fmt " + module + "/policy",
 	}, "\n")
-	if got, _ := importViolations(bad); len(got) != 4 {
-		t.Errorf("control: %d violations found in four bad packages and one good one: %q", len(got), got)
+	if got, _ := importViolations(bad); len(got) != 5 {
+		t.Errorf("control: %d violations found in five bad packages and one good one: %q", len(got), got)
 	}
 }
 
