@@ -303,7 +303,7 @@ func (r *Run) newAgent(sb *sandbox.Sandbox, sink event.Sink) (*agent.Agent, stri
 	}
 	opts.SessionPath, opts.Resume = t.Session, resume
 	opts.ArtifactDir = o.artifactDir(t.ID)
-	opts.Env = agent.Environment{Offline: true, Branch: t.Branch, BaseCommit: t.StartCommit}
+	opts.Env = agent.Environment{Offline: r.egressDir == "", Branch: t.Branch, BaseCommit: t.StartCommit}
 	ag, err := agent.New(opts)
 	if err != nil {
 		return nil, "", err
@@ -417,9 +417,7 @@ func (r *Run) recorder(save func()) (event.Sink, func()) {
 		switch e.Kind {
 		case event.ToolStarted:
 			if e.Tool == toolbox.ToolBash {
-				var a struct {
-					Command string `json:"command"`
-				}
+				var a toolbox.BashArgs
 				_ = json.Unmarshal([]byte(e.Args), &a)
 				if a.Command == "" {
 					a.Command = e.Args

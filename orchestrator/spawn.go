@@ -125,6 +125,10 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 		return fail("%v", err)
 	}
 	spec := o.sandboxSpec(child, "agent-sub-"+id)
+	// A sub-agent works on the same task under the same allowlist: it
+	// shares the task's egress proxy, so its connections are decided by the
+	// same policy and logged and counted with the task's.
+	spec.EgressDir = s.r.egressDir
 	u, err := sandboxUser(cwt.Path)
 	if err != nil {
 		return fail("%v", err)
@@ -149,7 +153,7 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	opts.Name = st.Name
 	opts.SessionPath = filepath.Join(filepath.Dir(t.Session), id+".jsonl")
 	opts.ArtifactDir = o.artifactDir(id)
-	opts.Env = agent.Environment{Offline: true, Branch: branch, BaseCommit: snap}
+	opts.Env = agent.Environment{Offline: s.r.egressDir == "", Branch: branch, BaseCommit: snap}
 	ag, err := agent.New(opts)
 	if err != nil {
 		return fail("%v", err)

@@ -13,16 +13,18 @@ import (
 )
 
 // egressScript has the model fetch the allowed host into a file and try a
-// host that is not allowed, then finish.
-func egressScript(addr string) string {
+// host that is not allowed, then finish. The first request must tell the
+// model what network it has (network, as the system prompt words it).
+func egressScript(addr, network string) string {
 	return fmt.Sprintf(`model: egress
 turns:
-  - tool_calls:
+  - expect: {system_contains: "Network: %s"}
+    tool_calls:
       - {name: bash, arguments: {command: "timeout 20 wget -q -O fetched.txt http://%s/ ; echo allowed-rc=$?"}}
   - tool_calls:
       - {name: bash, arguments: {command: "timeout 20 wget -q -O - http://not-allowed.invalid/ 2>&1; echo denied-rc=$?"}}
   - text: "done"
-`, addr)
+`, network, addr)
 }
 
 // TestTaskEgress runs a whole task whose sandbox may reach one host, named
@@ -42,12 +44,15 @@ func TestTaskEgress(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	addr := ln.Addr().String()
-	script := filepath.Join(t.TempDir(), "script.yaml")
-	if err := os.WriteFile(script, []byte(egressScript(addr)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
 	run := func(allow bool) (string, *store.Task) {
+		network := "none (offline)"
+		if allow {
+			network = "restricted by policy"
+		}
+		script := filepath.Join(t.TempDir(), "script.yaml")
+		if err := os.WriteFile(script, []byte(egressScript(addr, network)), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		env := NewAgentEnv(t, c)
 		repo := NewSampleRepo(t)
 		args := []string{"task", "--repo", repo, "--llm", "script:" + script, "--approve", "keep", env.LabelFlag()}
