@@ -173,6 +173,16 @@ func (l *configLoader) bind(key string, fl *pflag.Flag) {
 	}
 }
 
+// stateDir is the state directory as configured so far. A project config
+// cannot set it, so it is final before the project directory is chosen.
+func (l *configLoader) stateDir() string {
+	d, err := filepath.Abs(l.v.GetString("state_dir"))
+	if err != nil {
+		return l.v.GetString("state_dir")
+	}
+	return d
+}
+
 func (l *configLoader) load() (*Config, error) {
 	if l.cfg != nil || l.err != nil {
 		return l.cfg, l.err

@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/localagent/agent/orchestrator/store"
 )
 
 func writeFile(t *testing.T, path, content string) {
@@ -124,5 +127,53 @@ func TestProjectDirIsTheCheckoutTop(t *testing.T) {
 		if got := projectDir(t.Context(), dir); got != want {
 			t.Errorf("projectDir(%s) = %s, want %s", dir, got, want)
 		}
+	}
+}
+
+// `agent resume` applies the config of the task's repository, wherever it
+// is run from. Control: an unknown task falls back to the working
+// directory's config.
+func TestResumeUsesTheTaskRepositoryConfig(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
+	state := filepath.Join(home, "state")
+	t.Setenv("AGENT_STATE_DIR", state)
+	repo := t.TempDir()
+	writeFile(t, filepath.Join(repo, ".agent", "config.yaml"), "agent:\n  max_iterations: 3\n")
+	elsewhere := t.TempDir()
+	writeFile(t, filepath.Join(elsewhere, ".agent", "config.yaml"), "agent:\n  max_iterations: 9\n")
+	t.Chdir(elsewhere)
+
+	st, err := store.Open(filepath.Join(state, "tasks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Save(&store.Task{ID: "abc123", Repo: repo}); err != nil {
+		t.Fatal(err)
+	}
+	iterations := func(ref string) int {
+		t.Helper()
+		ios, _, _, _ := TestStreams()
+		f := NewFactory(ios)
+		var got int
+		cmd := NewCmdTaskResume(f, func(context.Context, *TaskResumeOptions) error {
+			cfg, err := f.Config()
+			if err != nil {
+				return err
+			}
+			got = cfg.Agent.MaxIterations
+			return nil
+		})
+		cmd.SetArgs([]string{ref, "--approve", "keep"})
+		if err := cmd.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := iterations("abc"); got != 3 {
+		t.Errorf("resume of a task in %s used max_iterations %d, want its repository's 3", repo, got)
+	}
+	if got := iterations("fff999"); got != 9 {
+		t.Errorf("resume of an unknown task used max_iterations %d, want the working directory's 9", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -12,6 +13,7 @@ import (
 	"github.com/localagent/agent/agent"
 	"github.com/localagent/agent/agent/event"
 	"github.com/localagent/agent/orchestrator"
+	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/policy"
 	"github.com/localagent/agent/sandbox"
@@ -139,6 +141,20 @@ func projectDir(ctx context.Context, repo string) string {
 		return r.Root
 	}
 	return dir
+}
+
+// taskProjectDir is projectDir of a recorded task's repository. It runs
+// while the configuration loads, after the user's config, the environment
+// and flags are read (a project config cannot move the state directory);
+// an unknown task falls back to the working directory, and the command
+// then reports the unknown id itself.
+func taskProjectDir(ctx context.Context, f *Factory, ref string) string {
+	if st, err := store.Open(filepath.Join(f.conf.stateDir(), "tasks")); err == nil {
+		if t, err := st.Resolve(ref); err == nil {
+			return projectDir(ctx, t.Repo)
+		}
+	}
+	return projectDir(ctx, "")
 }
 
 // newOrchestrator builds the orchestrator from the configuration. Docker is
@@ -299,6 +315,10 @@ agent continues the same transcript. --llm overrides the task's endpoint.`,
 				// the task started with.
 				return UsageErrorf("--image: a resumed task runs in the sandbox image it started with")
 			}
+			// The task's repository's .agent/config.yaml applies (its
+			// hooks and limits), not the one of the directory agent was
+			// started in.
+			f.SetProjectDir(func() string { return taskProjectDir(cmd.Context(), f, opts.Task) })
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
