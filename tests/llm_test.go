@@ -138,9 +138,11 @@ func TestLLMServerLifecycle(t *testing.T) {
 	if s.URL != "http://127.0.0.1:"+strconv.Itoa(e.port) || s.Build == "" || s.BusySlots != 0 || s.Model != e.model {
 		t.Errorf("status: %+v", s)
 	}
-	capy, err := llamaserver.ServerCapacity(ctx, s.URL)
-	if err != nil || capy.Slots != 2 || capy.SlotCtx != 2048 || !capy.FromServer {
-		t.Errorf("capacity: %+v, %v", capy, err)
+	// What the agent sizes itself by: slots bound sub-agents, the
+	// per-slot context is its budget.
+	info, err := e.client().Info(ctx)
+	if err != nil || info.Slots != 2 || info.ContextWindow != 2048 || !info.FromProps {
+		t.Errorf("server info: %+v, %v", info, err)
 	}
 
 	// A streamed completion through the project's client.

@@ -39,12 +39,26 @@ type Health struct {
 // asked for /v1/models instead, which on such servers means ready. The error
 // is set only when the server cannot be reached or answers nonsense.
 func (c *HTTPClient) Health(ctx context.Context) (Health, error) {
+	h, err := c.ProbeHealth(ctx)
+	if err != nil || h.StatusCode != http.StatusNotFound {
+		return h, err
+	}
+	if _, err := c.Models(ctx); err != nil {
+		return Health{StatusCode: h.StatusCode, Message: err.Error()}, nil
+	}
+	return Health{Ready: true, StatusCode: http.StatusOK, Message: "ok (no /health; /v1/models answered)"}, nil
+}
+
+// ProbeHealth asks llama-server's /health and nothing else: no fallback to
+// /v1/models, which answers before the model is loaded. It is for a server
+// known to be llama-server (the managed one); Health is for any endpoint.
+func (c *HTTPClient) ProbeHealth(ctx context.Context) (Health, error) {
 	status, body, err := c.get(ctx, "/health")
 	if err != nil {
 		return Health{}, err
 	}
-	switch {
-	case status == http.StatusOK:
+	switch status {
+	case http.StatusOK:
 		msg := "ok"
 		var s struct {
 			Status string `json:"status"`
@@ -57,19 +71,17 @@ func (c *HTTPClient) Health(ctx context.Context) (Health, error) {
 			return Health{Loading: true, StatusCode: status, Message: msg}, nil
 		}
 		return Health{Ready: true, StatusCode: status, Message: msg}, nil
-	case status == http.StatusServiceUnavailable:
+	case http.StatusServiceUnavailable:
 		msg, _ := serverError(body)
 		if msg == "" {
 			msg = "Loading model"
 		}
 		return Health{Loading: true, StatusCode: status, Message: msg}, nil
-	case status == http.StatusNotFound:
-		if _, err := c.Models(ctx); err != nil {
-			return Health{StatusCode: status, Message: err.Error()}, nil
-		}
-		return Health{Ready: true, StatusCode: http.StatusOK, Message: "ok (no /health; /v1/models answered)"}, nil
 	default:
 		msg, _ := serverError(body)
+		if msg == "" {
+			msg = http.StatusText(status)
+		}
 		return Health{StatusCode: status, Message: msg}, nil
 	}
 }

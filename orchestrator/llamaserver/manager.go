@@ -22,6 +22,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/agent/llm"
 )
 
 // Manager starts, inspects and removes managed llama-server containers.
@@ -196,6 +197,11 @@ func (m *Manager) waitReady(ctx context.Context, o Options, id string, restarts 
 		}
 		return newStartError(what, cause, tail)
 	}
+	// /health alone: /v1/models answers before the model is loaded.
+	health, err := llm.NewHTTP(llm.Options{BaseURL: URL(o.Port), MaxRetries: -1})
+	if err != nil {
+		return fail("llama-server's address", err)
+	}
 	for {
 		insp, err := m.eng.ContainerInspect(ctx, id)
 		if err != nil {
@@ -212,7 +218,7 @@ func (m *Manager) waitReady(ctx context.Context, o Options, id string, restarts 
 			return fail(what, nil)
 		}
 		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		h, herr := probeHealth(hctx, URL(o.Port))
+		h, herr := health.ProbeHealth(hctx)
 		cancel()
 		if herr == nil && h.Ready {
 			m.emit(event.Progress, fmt.Sprintf("llama-server is ready (%s)", time.Since(start).Round(10*time.Millisecond)))

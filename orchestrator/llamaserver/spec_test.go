@@ -1,11 +1,8 @@
 package llamaserver
 
 import (
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/docker/docker/api/types/container"
@@ -248,43 +245,6 @@ func TestStackMatchesSpec(t *testing.T) {
 		if s.StartPeriod != "300s" {
 			t.Errorf("start period = %s", s.StartPeriod)
 		}
-	}
-}
-
-func TestProbeHealth(t *testing.T) {
-	var status atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.URL.Path != "/health":
-			http.NotFound(w, r) // /v1/models must never be asked
-		case status.Load() == 503:
-			w.WriteHeader(503)
-			_, _ = w.Write([]byte(`{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}`))
-		case status.Load() == 200:
-			_, _ = w.Write([]byte(`{"status":"ok"}`))
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	defer srv.Close()
-	for _, tc := range []struct {
-		code           int32
-		ready, loading bool
-		msg            string
-	}{
-		{503, false, true, "Loading model"},
-		{200, true, false, "ok"},
-		{404, false, false, "Not Found"},
-	} {
-		status.Store(tc.code)
-		h, err := probeHealth(t.Context(), srv.URL)
-		if err != nil || h.Ready != tc.ready || h.Loading != tc.loading || !strings.Contains(h.Message, tc.msg) {
-			t.Errorf("HTTP %d: %+v, %v", tc.code, h, err)
-		}
-	}
-	srv.Close()
-	if _, err := probeHealth(t.Context(), srv.URL); err == nil {
-		t.Error("a closed server answered")
 	}
 }
 

@@ -112,9 +112,13 @@ func (m *Manager) Status(ctx context.Context, instance string) (*Status, error) 
 		s.Health = "no port label on the container"
 		return s, nil
 	}
+	c, err := llm.NewHTTP(llm.Options{BaseURL: s.URL, MaxRetries: -1})
+	if err != nil {
+		return nil, err
+	}
 	hctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	h, err := probeHealth(hctx, s.URL)
+	h, err := c.ProbeHealth(hctx)
 	switch {
 	case err != nil:
 		s.State, s.Health = StateStarting, err.Error()
@@ -127,10 +131,6 @@ func (m *Manager) Status(ctx context.Context, instance string) (*Status, error) 
 		return s, nil
 	}
 	s.State, s.Health = StateReady, h.Message
-	c, err := llm.NewHTTP(llm.Options{BaseURL: s.URL, MaxRetries: -1})
-	if err != nil {
-		return nil, err
-	}
 	if p, err := c.Props(hctx); err == nil {
 		s.TotalSlots, s.SlotCtx, s.Build = p.TotalSlots, p.NCtx, p.BuildInfo
 	}
@@ -149,58 +149,6 @@ func (m *Manager) Status(ctx context.Context, instance string) (*Status, error) 
 		}
 	}
 	return s, nil
-}
-
-// health is one answer of llama-server's /health.
-type health struct {
-	Ready, Loading bool
-	StatusCode     int
-	Message        string
-}
-
-// probeHealth asks /health and nothing else. llm.HTTPClient.Health falls
-// back to /v1/models for servers without /health, which is right for
-// arbitrary endpoints but wrong here: /v1/models answers before the model
-// is loaded, and a managed llama-server always has /health.
-func probeHealth(ctx context.Context, base string) (health, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)
-	if err != nil {
-		return health{}, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return health{}, fmt.Errorf("cannot reach %s: %w", base, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	var w struct {
-		Status string `json:"status"`
-		Error  struct {
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	_ = json.Unmarshal(body, &w)
-	h := health{StatusCode: resp.StatusCode, Message: w.Status}
-	if w.Error.Message != "" {
-		h.Message = w.Error.Message
-	}
-	switch resp.StatusCode {
-	case http.StatusOK:
-		h.Ready = true
-		if h.Message == "" {
-			h.Message = "ok"
-		}
-	case http.StatusServiceUnavailable:
-		h.Loading = true
-		if h.Message == "" {
-			h.Message = "Loading model"
-		}
-	default:
-		if h.Message == "" {
-			h.Message = http.StatusText(resp.StatusCode)
-		}
-	}
-	return h, nil
 }
 
 // fetchSlots reads llama-server's /slots (absent when started with
@@ -243,27 +191,3 @@ func devices(hc *container.HostConfig) []string {
 	return out
 }
 
-// Capacity is what the server offers the agent: how many requests run at
-// once (the bound on concurrent sub-agents) and the context of each (the
-// agent's context budget).
-type Capacity struct {
-	Slots   int `json:"slots"`
-	SlotCtx int `json:"slot_ctx"`
-	// FromServer is false when the server did not report them and the
-	// values are llm's conservative defaults.
-	FromServer bool `json:"from_server"`
-}
-
-// ServerCapacity asks the server at baseURL for its slots and per-slot
-// context (/props on llama-server; defaults for other servers).
-func ServerCapacity(ctx context.Context, baseURL string) (Capacity, error) {
-	c, err := llm.NewHTTP(llm.Options{BaseURL: baseURL, MaxRetries: -1})
-	if err != nil {
-		return Capacity{}, err
-	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		return Capacity{}, fmt.Errorf("asking %s for its slots: %w", baseURL, err)
-	}
-	return Capacity{Slots: info.Slots, SlotCtx: info.ContextWindow, FromServer: info.FromProps}, nil
-}
