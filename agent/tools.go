@@ -363,6 +363,17 @@ func missingRequired(err error) bool {
 	return errors.As(err, &ae) && ae.missingOnly
 }
 
+// WorkspaceToolDefs are the definitions (with JSON-schema parameters)
+// offered to the model for the tools the sandbox's toolbox implements.
+func WorkspaceToolDefs() []llm.Tool {
+	c := mustCatalog()
+	var defs []llm.Tool
+	for _, name := range WorkspaceTools() {
+		defs = append(defs, c.wire[name])
+	}
+	return defs
+}
+
 // WorkspaceTools are the tools the sandbox's toolbox implements.
 func WorkspaceTools() []string {
 	var names []string
