@@ -190,4 +190,3 @@ func devices(hc *container.HostConfig) []string {
 	}
 	return out
 }
-
