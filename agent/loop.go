@@ -310,7 +310,7 @@ func (a *Agent) runOne(ctx context.Context, c llm.ToolCall) (ToolResult, ToolCal
 		return r, ToolCallRecord{}, err
 	}
 	a.emit(event.Event{Kind: event.ToolFinished, Tool: name, CallID: c.ID, ExitCode: r.ExitCode,
-		IsError: r.IsError, Duration: r.Duration, Text: firstLine(r.Output, 200)})
+		IsError: r.IsError, TimedOut: r.TimedOut, OOMKill: r.OOMKilled, Duration: r.Duration, Text: firstLine(r.Output, 200)})
 	return r, ToolCallRecord{
 		ID: c.ID, Name: name, Args: c.Function.Arguments, ExitCode: r.ExitCode,
 		IsError: r.IsError, Truncated: r.Truncated, Duration: r.Duration,

@@ -434,7 +434,8 @@ func (r *Run) recorder(save func()) (event.Sink, func()) {
 				delete(pending, key)
 				if len(t.Commands) < store.MaxCommands {
 					t.Commands = append(t.Commands, store.Command{
-						Command: cmd, ExitCode: e.ExitCode, DurationMS: e.Duration.Milliseconds(),
+						Command: cmd, ExitCode: e.ExitCode, TimedOut: e.TimedOut, OOMKilled: e.OOMKill,
+						DurationMS: e.Duration.Milliseconds(),
 					})
 				}
 				save()

@@ -16,7 +16,7 @@ const (
 	TextDelta     Kind = "text_delta"     // Text: visible model output
 	ThinkingDelta Kind = "thinking_delta" // Text: reasoning output
 	ToolStarted   Kind = "tool_started"   // Tool, Args
-	ToolFinished  Kind = "tool_finished"  // Tool, ExitCode, Duration, IsError, Text (short summary)
+	ToolFinished  Kind = "tool_finished"  // Tool, ExitCode, Duration, IsError, TimedOut, OOMKill, Text (short summary)
 	Usage         Kind = "usage"          // PromptTokens, CompletionTokens
 	Egress        Kind = "egress"         // Text: host:port, Allowed
 	SubAgent      Kind = "sub_agent"      // Agent, State
@@ -39,6 +39,8 @@ type Event struct {
 	Args     string        `json:"args,omitempty"`
 	ExitCode *int          `json:"exit_code,omitempty"`
 	IsError  bool          `json:"is_error,omitempty"`
+	TimedOut bool          `json:"timed_out,omitempty"`  // ToolFinished: the command hit its timeout
+	OOMKill  bool          `json:"oom_killed,omitempty"` // ToolFinished: the command was OOM-killed
 	Duration time.Duration `json:"duration,omitempty"`
 	Allowed  bool          `json:"allowed,omitempty"`
 	State    string        `json:"state,omitempty"`

@@ -57,6 +57,8 @@ type Timings struct {
 type Command struct {
 	Command    string `json:"command"`
 	ExitCode   *int   `json:"exit_code,omitempty"`
+	TimedOut   bool   `json:"timed_out,omitempty"`
+	OOMKilled  bool   `json:"oom_killed,omitempty"`
 	DurationMS int64  `json:"duration_ms"`
 }
 

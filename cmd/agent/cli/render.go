@@ -137,6 +137,10 @@ func (r *eventRenderer) human(e event.Event) {
 	case event.ToolFinished:
 		status := "ok"
 		switch {
+		case e.TimedOut:
+			status = "timed out"
+		case e.OOMKill:
+			status = "OOM-killed"
 		case e.ExitCode != nil && *e.ExitCode != 0:
 			status = fmt.Sprintf("exit %d", *e.ExitCode)
 		case e.ExitCode != nil:

@@ -78,7 +78,12 @@ func printCommands(w io.Writer, cmds []store.Command) {
 	}
 	for _, c := range cmds {
 		mark := "ok  "
-		if c.ExitCode == nil || *c.ExitCode != 0 {
+		switch {
+		case c.TimedOut:
+			mark = "TIME"
+		case c.OOMKilled:
+			mark = "OOM "
+		case c.ExitCode == nil || *c.ExitCode != 0:
 			mark = "FAIL"
 		}
 		test := ""
