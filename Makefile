@@ -6,7 +6,7 @@ LDFLAGS   := -s -w -X github.com/localagent/agent/cmd/agent/cli.Version=$(VERSIO
 GOTEST    ?= $(GO) test
 TESTFLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: all build images test test-short bench lint demo clean
+.PHONY: all deps build images test test-short bench lint demo clean
 
 all: build
 
@@ -16,8 +16,13 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/agent ./cmd/agent
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/agent-toolbox ./cmd/agent-toolbox
 
+# Installs the Debian packages the image builds and tests need (apt-get as
+# root; otherwise prints the one command to run and stops).
+deps:
+	bash scripts/deps.sh
+
 # Builds every image the tests need, offline (skips images already present).
-images: build
+images: deps build
 	$(BIN)/agent images build all
 
 # The full suite: unit, integration (real Docker engine, real git) and
@@ -41,7 +46,7 @@ lint:
 	$(GO) mod tidy -diff
 
 # Runs a whole task end to end on a demo repository with a scripted model.
-demo: build
+demo: deps build
 	$(BIN)/agent images build sandbox
 	bash demo/run.sh
 
