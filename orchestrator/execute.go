@@ -286,7 +286,13 @@ func (r *Run) newAgent(sb *sandbox.Sandbox, sink event.Sink) (*agent.Agent, stri
 	}
 	resume := false
 	prompt := t.Prompt
-	if r.resume {
+	if r.followUp != "" {
+		// The whole earlier conversation, then the new message.
+		prompt = r.followUp
+		if _, _, err := session.Load(t.Session); err == nil {
+			resume = true
+		}
+	} else if r.resume {
 		if _, msgs, err := session.Load(t.Session); err == nil {
 			resume = true
 			for _, m := range msgs {
@@ -339,7 +345,11 @@ func (r *Run) commit(ctx context.Context, res agent.Result) error {
 		return err
 	}
 	defer unlock()
-	id, err := repo.CommitAll(ctx, wt, CommitMessage(t, res.Text))
+	msg := CommitMessage(t, res.Text)
+	if r.followUp != "" {
+		msg = FollowUpCommitMessage(t, r.followUp, res.Text)
+	}
+	id, err := repo.CommitAll(ctx, wt, msg)
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,9 @@ type Run struct {
 	release func()
 	begin   time.Time
 	resume  bool
+	// followUp is the user's next message when the run continues the
+	// conversation (agent continue, Request changes).
+	followUp string
 	// egressDir is the socket directory of the run's egress proxy; "" when
 	// the sandbox has no network at all.
 	egressDir string

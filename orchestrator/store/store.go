@@ -113,6 +113,14 @@ type Task struct {
 
 	Decision    string `json:"decision,omitempty"` // merge, squash, keep, discard
 	MergeCommit string `json:"merge_commit,omitempty"`
+
+	// FollowUps are the messages that continued the task after its first
+	// prompt (agent continue, Request changes), in order.
+	FollowUps []string `json:"follow_ups,omitempty"`
+	// Released is set while the task's worktree is handed back (agent
+	// checkout): the branch lives in the user's checkout and the next
+	// agent continue re-creates the worktree.
+	Released bool `json:"released,omitempty"`
 }
 
 // Network records a task's egress. An empty Allow means the sandbox had no

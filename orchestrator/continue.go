@@ -1,0 +1,178 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/orchestrator/store"
+	"github.com/localagent/agent/orchestrator/worktree"
+)
+
+// ContinueOptions say how to go on with a task.
+type ContinueOptions struct {
+	// Prompt is the user's next message.
+	Prompt string
+	// LLM overrides the task's recorded endpoint ("" keeps it).
+	LLM   string
+	Model string
+}
+
+// continuable reports whether a task in state s still has its branch and can
+// take another message: anything but merged or discarded.
+func continuable(s store.State) bool {
+	switch s {
+	case store.Running, store.Created, store.Interrupted, store.Failed, store.Review, store.Kept:
+		return true
+	}
+	return false
+}
+
+// Continue claims a task to go on with its conversation: the same branch,
+// worktree (re-created when it was handed back) and transcript, a fresh
+// sandbox, and the new message after everything the model saw before.
+// It works on a task under review, kept, failed, interrupted or stopped at
+// a limit; the run ends in the usual review.
+func (o *Orchestrator) Continue(ctx context.Context, ref string, opts ContinueOptions) (_ *Run, err error) {
+	begin := time.Now()
+	prompt := strings.TrimSpace(opts.Prompt)
+	if prompt == "" {
+		return nil, errors.New("the follow-up message is empty: say what the agent should do next")
+	}
+	t, err := o.store.Resolve(ref)
+	if err != nil {
+		return nil, err
+	}
+	release, err := o.store.Claim(t.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
+	// Re-read under the claim: the record may have moved on meanwhile.
+	if t, err = o.store.Load(t.ID); err != nil {
+		return nil, err
+	}
+	if !continuable(t.State) {
+		return nil, fmt.Errorf("task %s is %s: its branch is gone, so there is nothing to continue; start a new task (with --base to build on its work)", t.ID, t.State)
+	}
+	repo, err := o.openRepo(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.preflightSandbox(ctx, t.Image); err != nil {
+		return nil, err
+	}
+	spec := t.LLM
+	if opts.LLM != "" {
+		spec = opts.LLM
+	}
+	model := opts.Model
+	if model == "" && !strings.HasPrefix(spec, ScriptPrefix) && spec == t.LLM {
+		model = t.Model
+	}
+	ep, err := o.openLLM(ctx, spec, model)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			ep.close()
+		}
+	}()
+	if err := o.ensureWorktree(ctx, repo, t); err != nil {
+		return nil, err
+	}
+	t.LLM, t.Model, t.PID = spec, ep.model, os.Getpid()
+	r := &Run{o: o, Task: t, ep: ep, release: release, begin: begin}
+	if err := r.Continue(prompt); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Continue prepares a run that has finished (or a claimed task) to go on
+// with prompt as the user's next message; Execute then runs it. This is
+// what Request changes in the review does, without letting go of the task.
+func (r *Run) Continue(prompt string) error {
+	t := r.Task
+	prompt = strings.TrimSpace(prompt)
+	if prompt == "" {
+		return errors.New("the follow-up message is empty: say what the agent should do next")
+	}
+	if !continuable(t.State) {
+		return fmt.Errorf("task %s is %s: there is nothing to continue", t.ID, t.State)
+	}
+	r.resume, r.followUp, r.begin = true, prompt, time.Now()
+	t.FollowUps = append(t.FollowUps, prompt)
+	t.Decision, t.Error = "", ""
+	return r.o.store.Save(t)
+}
+
+// ensureWorktree re-creates the worktree of a task that was handed back
+// with `agent checkout` (or whose worktree directory is gone), from its
+// branch. The branch must not be checked out anywhere else.
+func (o *Orchestrator) ensureWorktree(ctx context.Context, repo *worktree.Repo, t *store.Task) error {
+	if !t.Released {
+		if wt, err := o.taskWorktree(repo, t); err == nil && (wt.Exists() || !t.Populated) {
+			return nil
+		}
+	}
+	unlock, err := repo.Lock(ctx, o.lockDir())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if at, err := repo.CheckedOutAt(ctx, t.Branch); err != nil {
+		return err
+	} else if at != "" {
+		return fmt.Errorf("task %s: its branch %s is checked out in %s; switch that checkout to another branch (git switch -) and continue again: the agent works in a worktree of its own", t.ID, t.Branch, at)
+	}
+	// What is about to happen is recorded first: a crash leaves a record
+	// that says the worktree must be (re-)created, never one that points
+	// at a worktree that is not there.
+	t.Populated, t.Released = false, true
+	if err := o.store.Save(t); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(t.Worktree); err == nil {
+		// A leftover directory without its admin directory holds nothing
+		// git knows of; it is not removed behind the user's back.
+		return fmt.Errorf("task %s: %s exists but is not its worktree any more; move it away and continue again", t.ID, t.Worktree)
+	}
+	wt, err := repo.Reattach(ctx, t.Worktree, t.Branch, "agent task "+t.ID)
+	if err != nil {
+		return err
+	}
+	t.Worktree, t.WorktreeGit, t.Released = wt.Path, wt.GitDir, false
+	if err := o.store.Save(t); err != nil {
+		return err
+	}
+	o.emit(t, event.Progress, fmt.Sprintf("task %s: worktree %s re-created from branch %s", t.ID, wt.Path, t.Branch))
+	return nil
+}
+
+// FollowUpCommitMessage is the message of the commit a follow-up produced:
+// the follow-up's first line as the subject, the message and the agent's
+// summary as the body, and the task's trailers.
+func FollowUpCommitMessage(t *store.Task, followUp, summary string) string {
+	var b strings.Builder
+	b.WriteString(subjectLine(followUp, 72, 40) + "\n\n")
+	if strings.Contains(followUp, "\n") || len(followUp) > 72 {
+		b.WriteString("Follow-up:\n" + followUp + "\n\n")
+	}
+	b.WriteString("Continues the task: " + subjectLine(t.Prompt, 72, 40) + "\n\n")
+	if s := strings.TrimSpace(summary); s != "" {
+		b.WriteString("Agent summary:\n" + cutRunes(s, 2000) + "\n\n")
+	}
+	b.WriteString("Agent-Task: " + t.ID + "\n")
+	b.WriteString("Agent-Model: " + t.Model + "\n")
+	return b.String()
+}
