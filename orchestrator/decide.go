@@ -177,6 +177,9 @@ func (o *Orchestrator) cleanupMerged(ctx context.Context, repo *worktree.Repo, t
 	if err != nil || tip == "" {
 		return ""
 	}
+	if at := o.branchInUse(ctx, repo, t); at != "" {
+		return "the branch " + t.Branch + " is kept: it is checked out in " + at
+	}
 	if !squash {
 		if ok, _ := repo.IsAncestor(ctx, tip, merged); !ok {
 			return "the branch " + t.Branch + " is kept: it has commits that were not merged"
@@ -225,6 +228,9 @@ func (o *Orchestrator) discard(ctx context.Context, t *store.Task) (Outcome, err
 	repo, err := o.openRepo(ctx, t)
 	if err != nil {
 		return Outcome{}, err
+	}
+	if at := o.branchInUse(ctx, repo, t); at != "" {
+		return Outcome{}, fmt.Errorf("task %s: its branch %s is checked out in %s; switch that checkout to another branch first", t.ID, t.Branch, at)
 	}
 	unlock, err := repo.Lock(ctx, o.lockDir())
 	if err != nil {
