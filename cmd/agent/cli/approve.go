@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/huh"
@@ -16,12 +17,12 @@ const approveAsk = "ask"
 
 // parseApprove checks an --approve value.
 func parseApprove(s string) (string, error) {
-	if s == approveAsk {
+	if s == approveAsk || s == approveMergeIfGreen || s == approveSquashIfGreen {
 		return s, nil
 	}
 	d, err := orchestrator.ParseDecision(s)
 	if err != nil {
-		return "", UsageErrorf("--approve %q: want ask, merge, squash, keep or discard", s)
+		return "", UsageErrorf("--approve %q: want ask, merge, squash, merge-if-green, squash-if-green, keep or discard", s)
 	}
 	return string(d), nil
 }
@@ -29,7 +30,7 @@ func parseApprove(s string) (string, error) {
 // errNeedApprove is the answer when a decision is needed and nobody can be
 // asked: never prompt without a terminal.
 func errNeedApprove(what string) error {
-	return UsageErrorf("%s needs a decision but stdin/stdout is not a terminal, so no form can be shown: pass --approve merge|squash|keep|discard", what)
+	return UsageErrorf("%s needs a decision but stdin/stdout is not a terminal, so no form can be shown: pass --approve merge|squash|keep|discard (or merge-if-green|squash-if-green: merge only when the last test run passed)", what)
 }
 
 // formKeyMap makes Esc abort the form like Ctrl-C does (both keep the branch).
@@ -46,6 +47,12 @@ func formKeyMap() *huh.KeyMap {
 // user confirmed. (One form, not two in a row: a second bubbletea program
 // on the same input could lose the keys the first one read ahead.)
 func newApprovalForm(rv *orchestrator.Review, unmerged, uncommitted int, choice *orchestrator.Decision, sure *bool) *huh.Form {
+	return newReviewForm(rv, unmerged, uncommitted, choice, sure, nil)
+}
+
+// newReviewForm is the approval form; when changes is not nil it also
+// offers Request changes, whose message lands in *changes.
+func newReviewForm(rv *orchestrator.Review, unmerged, uncommitted int, choice *orchestrator.Decision, sure *bool, changes *string) *huh.Form {
 	*choice = orchestrator.Keep
 	*sure = false
 	into := rv.BaseBranch
@@ -58,6 +65,10 @@ func newApprovalForm(rv *orchestrator.Review, unmerged, uncommitted int, choice 
 	opts = append(opts,
 		huh.NewOption(fmt.Sprintf("Keep branch %s for review", rv.Branch), orchestrator.Keep),
 		huh.NewOption("Discard the branch and its worktree", orchestrator.Discard))
+	if changes != nil {
+		*changes = ""
+		opts = append(opts, huh.NewOption("Request changes (tell the agent what to do next)", requestChanges))
+	}
 	desc := fmt.Sprintf("%d commit(s), %s", len(rv.Commits), rv.Stat.String())
 	if rv.BaseMoved {
 		desc += fmt.Sprintf("; %s has moved since the task started (merge is tried; a conflict changes nothing)", into)
@@ -73,7 +84,31 @@ func newApprovalForm(rv *orchestrator.Review, unmerged, uncommitted int, choice 
 		),
 		huh.NewGroup(discardConfirm(unmerged, uncommitted, sure)).
 			WithHideFunc(func() bool { return *choice != orchestrator.Discard || !mustConfirm }),
+		huh.NewGroup(changesInput(changes)).
+			WithHideFunc(func() bool { return changes == nil || *choice != requestChanges }),
 	).WithKeyMap(formKeyMap()).WithShowHelp(true)
+}
+
+// requestChanges is the review form's choice that continues the task with
+// the user's message instead of deciding about it.
+const requestChanges orchestrator.Decision = "request-changes"
+
+// changesInput asks for the message of Request changes.
+func changesInput(changes *string) *huh.Text {
+	if changes == nil {
+		changes = new(string)
+	}
+	return huh.NewText().
+		Title("What should the agent change?").
+		Description("Enter sends it; the task goes on in the same worktree and conversation, then comes back to this review.").
+		Placeholder("e.g. also add tests for the new flag").
+		Validate(func(s string) error {
+			if strings.TrimSpace(s) == "" {
+				return errors.New("say what to change (Esc keeps the branch)")
+			}
+			return nil
+		}).
+		Value(changes)
 }
 
 func discardConfirm(commits, uncommitted int, confirm *bool) *huh.Confirm {
@@ -109,16 +144,30 @@ func runForm(f *huh.Form, in io.Reader, out io.Writer) error {
 // askDecision shows the approval form. Backing out (Esc, Ctrl-C), or
 // declining the confirmation of a discard, keeps the branch.
 func askDecision(ios *IOStreams, rv *orchestrator.Review, unmerged, uncommitted int) (orchestrator.Decision, error) {
+	d, _, err := askReview(ios, rv, unmerged, uncommitted, false)
+	return d, err
+}
+
+// askReview is askDecision that can also answer requestChanges with the
+// user's message (when canChange).
+func askReview(ios *IOStreams, rv *orchestrator.Review, unmerged, uncommitted int, canChange bool) (orchestrator.Decision, string, error) {
 	var choice orchestrator.Decision
 	var sure bool
-	if err := runForm(newApprovalForm(rv, unmerged, uncommitted, &choice, &sure), ios.In, ios.ErrOut); err != nil {
+	var changes *string
+	if canChange {
+		changes = new(string)
+	}
+	if err := runForm(newReviewForm(rv, unmerged, uncommitted, &choice, &sure, changes), ios.In, ios.ErrOut); err != nil {
 		if errors.Is(err, ErrCancelled) {
-			return orchestrator.Keep, nil
+			return orchestrator.Keep, "", nil
 		}
-		return "", err
+		return "", "", err
 	}
 	if choice == orchestrator.Discard && (unmerged > 0 || uncommitted > 0) && !sure {
-		return orchestrator.Keep, nil
+		return orchestrator.Keep, "", nil
 	}
-	return choice, nil
+	if choice == requestChanges {
+		return choice, strings.TrimSpace(*changes), nil
+	}
+	return choice, "", nil
 }

@@ -31,6 +31,8 @@ func taskCommands(f *Factory) []*cobra.Command {
 		NewCmdTaskShell(f, nil),
 		NewCmdTaskResume(f, nil),
 		NewCmdTaskGC(f, nil),
+		NewCmdContinue(f, nil),
+		NewCmdCheckout(f, nil),
 	}
 }
 
@@ -40,6 +42,7 @@ type TaskOptions struct {
 	Factory *Factory
 
 	Prompt             string
+	PromptFile         string
 	Repo               string
 	Base               string
 	Approve            string
@@ -53,7 +56,7 @@ type TaskOptions struct {
 func NewCmdTask(f *Factory, runF func(context.Context, *TaskOptions) error) *cobra.Command {
 	opts := &TaskOptions{IO: f.IO, Factory: f}
 	cmd := &cobra.Command{
-		Use:   "task PROMPT",
+		Use:   "task PROMPT|-",
 		Short: "Run a task in a sandbox and hand back a branch for review",
 		Long: `Run a coding task: agent creates the branch agent/<slug>-<id> and a worktree
 for it under the state directory, runs the agent in a hardened, network-less
@@ -62,12 +65,22 @@ review (commits, diffstat, commands run, tests). Then it asks what to do:
 merge into the base branch, squash-merge, keep the branch (the default), or
 discard it. Your checkout is never touched unless you merge.
 
-Without a terminal no form can be shown: pass --approve.`,
+The prompt is the argument, - for stdin, or --prompt-file FILE. The review
+form's Request changes sends the agent a follow-up and comes back to the
+review. Without a terminal no form can be shown: pass --approve; with
+merge-if-green or squash-if-green the branch is merged only when the last
+test command the agent ran passed, else it is kept and agent exits with
+status 3.`,
 		Example: `  agent task "add pagination to the users endpoint"
-  agent task --llm script:demo/script.yaml --approve keep "fix the greeting"`,
-		Args: cobra.ExactArgs(1),
+  agent task --llm script:demo/script.yaml --approve keep "fix the greeting"
+  agent task --approve merge-if-green --prompt-file task.md`,
+		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Prompt = args[0]
+			p, err := readPrompt(opts.IO, args, opts.PromptFile)
+			if err != nil {
+				return err
+			}
+			opts.Prompt = p
 			opts.Run.changed(cmd)
 			// The repository's .agent/config.yaml applies, not the one of
 			// the directory agent was started in.
@@ -81,7 +94,8 @@ Without a terminal no form can be shown: pass --approve.`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Repo, "repo", "", "directory inside the git checkout to work on (default: the working directory)")
 	fl.StringVar(&opts.Base, "base", "", "ref the task branches from (default: HEAD)")
-	fl.StringVar(&opts.Approve, "approve", approveAsk, "decision after review: ask, merge, squash, keep or discard")
+	fl.StringVar(&opts.PromptFile, "prompt-file", "", "read the prompt from `FILE`")
+	fl.StringVar(&opts.Approve, "approve", approveAsk, "decision after review: ask, merge, squash, merge-if-green, squash-if-green, keep or discard")
 	fl.BoolVar(&opts.IncludeUncommitted, "include-uncommitted", false, "start from a snapshot of the checkout's uncommitted changes")
 	fl.BoolVar(&opts.JSON, "json", false, "stream events as JSON lines on stdout; the last line is the result")
 	opts.Run.add(cmd)
@@ -234,56 +248,78 @@ func taskRun(ctx context.Context, opts *TaskOptions) error {
 }
 
 // executeAndDecide runs a task to its review and applies the decision.
+// Request changes in the review continues the task with the user's
+// message and comes back to the review.
 func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orchestrator, run *orchestrator.Run, r *eventRenderer, approve string, jsonOut bool) error {
 	t := run.Task
-	if err := run.Execute(ctx); err != nil {
-		r.Close()
-		if errors.Is(err, orchestrator.ErrInterrupted) {
-			fmt.Fprintf(ios.ErrOut, "agent: task %s interrupted; its worktree keeps every change: `agent resume %s` continues it\n", t.ID, t.ID)
-			return ErrCancelled
-		}
-		return err
-	}
-	rv, err := o.Review(ctx, t)
-	if err != nil {
-		return err
-	}
-	r.Close()
 	human := ios.Out
 	if jsonOut {
 		human = ios.ErrOut
 	}
-	printReview(human, rv)
-
-	var d orchestrator.Decision
-	if approve == approveAsk {
-		unmerged, uncommitted, err := o.UnmergedWork(ctx, t)
+	for {
+		if err := run.Execute(ctx); err != nil {
+			r.Close()
+			if errors.Is(err, orchestrator.ErrInterrupted) {
+				fmt.Fprintf(ios.ErrOut, "agent: task %s interrupted; its worktree keeps every change: `agent resume %s` continues it\n", t.ID, t.ID)
+				return ErrCancelled
+			}
+			return err
+		}
+		rv, err := o.Review(ctx, t)
 		if err != nil {
 			return err
 		}
-		if d, err = askDecision(ios, rv, unmerged, len(uncommitted)); err != nil {
-			return err
+		r.Close()
+		printReview(human, rv)
+
+		var d orchestrator.Decision
+		var gateMsg string
+		var gateErr error
+		switch approve {
+		case approveAsk:
+			unmerged, uncommitted, err := o.UnmergedWork(ctx, t)
+			if err != nil {
+				return err
+			}
+			var changes string
+			if d, changes, err = askReview(ios, rv, unmerged, len(uncommitted), true); err != nil {
+				return err
+			}
+			if d == requestChanges {
+				if err := continueAfterReview(human, run, changes); err != nil {
+					return err
+				}
+				continue
+			}
+		case approveMergeIfGreen, approveSquashIfGreen:
+			d, gateMsg, gateErr = gateDecision(approve, rv)
+		default:
+			d = orchestrator.Decision(approve)
 		}
-	} else {
-		d = orchestrator.Decision(approve)
-	}
-	out, derr := o.Decide(ctx, t, d, true)
-	if jsonOut {
-		res := map[string]any{"kind": "result", "task": t, "review": rv}
-		if derr == nil {
-			res["outcome"] = out
-		} else {
-			res["error"] = derr.Error()
+		out, derr := o.Decide(ctx, t, d, true)
+		if jsonOut {
+			res := map[string]any{"kind": "result", "task": t, "review": rv}
+			if derr == nil {
+				res["outcome"] = out
+			} else {
+				res["error"] = derr.Error()
+			}
+			if gateErr != nil {
+				res["gate"] = map[string]any{"passed": false, "message": gateMsg, "exit_code": ExitNotGreen}
+			}
+			if err := writeJSONLine(ios.Out, res); err != nil {
+				return err
+			}
 		}
-		if err := writeJSONLine(ios.Out, res); err != nil {
-			return err
+		if derr != nil {
+			return derr
 		}
+		fmt.Fprintln(human, out.Message)
+		if gateErr != nil {
+			fmt.Fprintln(ios.ErrOut, "agent: "+termSafe(gateMsg))
+		}
+		return gateErr
 	}
-	if derr != nil {
-		return derr
-	}
-	fmt.Fprintln(human, out.Message)
-	return nil
 }
 
 // TaskResumeOptions are the inputs of `agent resume`.
@@ -326,7 +362,7 @@ agent continues the same transcript. --llm overrides the task's endpoint.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.Approve, "approve", approveAsk, "decision after review: ask, merge, squash, keep or discard")
+	fl.StringVar(&opts.Approve, "approve", approveAsk, "decision after review: ask, merge, squash, merge-if-green, squash-if-green, keep or discard")
 	fl.BoolVar(&opts.JSON, "json", false, "stream events as JSON lines on stdout; the last line is the result")
 	opts.Run.add(cmd)
 	fl.StringArrayVar(&opts.Labels, "label", nil, "extra sandbox container label KEY=VALUE (repeatable)")

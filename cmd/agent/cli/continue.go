@@ -1,0 +1,217 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/localagent/agent/orchestrator"
+)
+
+// Headless quality gates for --approve.
+const (
+	approveMergeIfGreen  = "merge-if-green"
+	approveSquashIfGreen = "squash-if-green"
+)
+
+// ExitNotGreen is the exit code of a run whose --approve merge-if-green or
+// squash-if-green did not merge because the last test run did not pass
+// (or no tests ran): the branch is kept.
+const ExitNotGreen = 3
+
+// maxPromptBytes bounds a prompt read from stdin or a file.
+const maxPromptBytes = 1 << 20
+
+// gateDecision turns a gated --approve into a decision: merge (or squash)
+// when the last recorded test run passed, else keep, with an error that
+// carries ExitNotGreen and says why.
+func gateDecision(approve string, rv *orchestrator.Review) (orchestrator.Decision, string, error) {
+	d := orchestrator.Merge
+	if approve == approveSquashIfGreen {
+		d = orchestrator.Squash
+	}
+	if rv.Tests != nil && rv.Tests.Passed {
+		return d, "", nil
+	}
+	why := "the agent ran no tests"
+	if rv.Tests != nil {
+		why = "the last test run failed: " + rv.Tests.Command
+		if rv.Tests.ExitCode != nil {
+			why += fmt.Sprintf(" (exit %d)", *rv.Tests.ExitCode)
+		}
+	}
+	msg := fmt.Sprintf("not merged (--approve %s): %s; the branch %s is kept", approve, why, rv.Branch)
+	return orchestrator.Keep, msg, &ExitCodeError{Code: ExitNotGreen}
+}
+
+// readPrompt picks the prompt of a command: the argument, or stdin when it
+// is "-", or the file of --prompt-file (then no argument may be given).
+func readPrompt(ios *IOStreams, args []string, file string) (string, error) {
+	switch {
+	case file != "" && len(args) > 0:
+		return "", UsageErrorf("give the prompt either as an argument or with --prompt-file, not both")
+	case file != "":
+		f, err := os.Open(file)
+		if err != nil {
+			return "", fmt.Errorf("--prompt-file: %w", err)
+		}
+		defer f.Close()
+		return readBounded(f, "--prompt-file "+file)
+	case len(args) == 0:
+		return "", UsageErrorf("no prompt: give it as an argument, as - to read it from stdin, or with --prompt-file FILE")
+	case args[0] == "-":
+		if ios.InTTY {
+			fmt.Fprintln(ios.ErrOut, "reading the prompt from stdin; end it with Ctrl-D")
+		}
+		return readBounded(ios.In, "stdin")
+	}
+	return args[0], nil
+}
+
+func readBounded(r io.Reader, what string) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxPromptBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("reading the prompt from %s: %w", what, err)
+	}
+	if len(b) > maxPromptBytes {
+		return "", fmt.Errorf("the prompt from %s is longer than %d bytes", what, maxPromptBytes)
+	}
+	if strings.TrimSpace(string(b)) == "" {
+		return "", fmt.Errorf("the prompt from %s is empty", what)
+	}
+	return string(b), nil
+}
+
+// ContinueOptions are the inputs of `agent continue`.
+type ContinueOptions struct {
+	IO         *IOStreams
+	Factory    *Factory
+	Task       string
+	Prompt     string
+	PromptFile string
+	Approve    string
+	JSON       bool
+	Labels     []string
+	Run        RunFlags
+}
+
+// NewCmdContinue builds `agent continue`.
+func NewCmdContinue(f *Factory, runF func(context.Context, *ContinueOptions) error) *cobra.Command {
+	opts := &ContinueOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "continue TASK PROMPT|-",
+		Short: "Go on with a task: a follow-up message in the same branch and conversation",
+		Long: `Send the agent a follow-up message on a task: same branch, same worktree,
+same transcript (the model sees the whole earlier conversation, compacted as
+usual, then the new message), in a fresh sandbox. It works on a task under
+review, kept, failed, interrupted or stopped at agent.max_iterations; the run
+ends in the usual review and decision. A task handed over with
+` + "`agent checkout`" + ` gets its worktree back (once your checkout is on another branch).
+
+The prompt is the argument, - for stdin, or --prompt-file FILE.`,
+		Example: `  agent continue 3f2a1c "also add tests"
+  agent continue 3f2a1c - < followup.txt`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Task = args[0]
+			p, err := readPrompt(opts.IO, args[1:], opts.PromptFile)
+			if err != nil {
+				return err
+			}
+			opts.Prompt = p
+			opts.Run.changed(cmd)
+			if opts.Run.ImageSet {
+				return UsageErrorf("--image: a continued task runs in the sandbox image it started with")
+			}
+			f.SetProjectDir(func() string { return taskProjectDir(cmd.Context(), f, opts.Task) })
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return continueRun(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.PromptFile, "prompt-file", "", "read the follow-up message from `FILE`")
+	fl.StringVar(&opts.Approve, "approve", approveAsk, "decision after review: ask, merge, squash, merge-if-green, squash-if-green, keep or discard")
+	fl.BoolVar(&opts.JSON, "json", false, "stream events as JSON lines on stdout; the last line is the result")
+	opts.Run.add(cmd)
+	fl.StringArrayVar(&opts.Labels, "label", nil, "extra sandbox container label KEY=VALUE (repeatable)")
+	_ = fl.MarkHidden("label")
+	return cmd
+}
+
+func continueRun(ctx context.Context, opts *ContinueOptions) error {
+	approve, err := parseApprove(opts.Approve)
+	if err != nil {
+		return err
+	}
+	if approve == approveAsk && (opts.JSON || !opts.IO.CanPrompt()) {
+		return errNeedApprove("agent continue")
+	}
+	labels, err := parseLabelFlags(opts.Labels)
+	if err != nil {
+		return err
+	}
+	r := newEventRenderer(opts.IO, opts.JSON)
+	defer r.Close()
+	o, cfg, err := newOrchestrator(opts.Factory, r, labels, &opts.Run)
+	if err != nil {
+		return err
+	}
+	if _, err := o.Reconcile(); err != nil {
+		return err
+	}
+	co := orchestrator.ContinueOptions{Prompt: opts.Prompt}
+	if opts.Run.LLMSet || os.Getenv(envVar("llm.url")) != "" {
+		co.LLM = cfg.LLM.URL
+	}
+	if opts.Run.ModelSet || os.Getenv(envVar("llm.model")) != "" {
+		co.Model = cfg.LLM.Model
+	}
+	run, err := o.Continue(ctx, opts.Task, co)
+	if err != nil {
+		return err
+	}
+	defer run.Close()
+	return executeAndDecide(ctx, opts.IO, o, run, r, approve, opts.JSON)
+}
+
+// continueAfterReview starts the next round of a task from the review's
+// Request changes.
+func continueAfterReview(w io.Writer, run *orchestrator.Run, changes string) error {
+	if err := run.Continue(changes); err != nil {
+		if errors.Is(err, context.Canceled) {
+			return ErrCancelled
+		}
+		return err
+	}
+	fmt.Fprintf(w, "continuing task %s with your message: %s\n", run.Task.ID, termSafe(oneLine(changes, 100)))
+	return nil
+}
+
+// termSafe makes text from the model, the sandbox or the repository safe
+// to write to a terminal: control characters (escape sequences, carriage
+// returns, backspaces) and invalid UTF-8 are shown escaped, never
+// interpreted; newlines and tabs stay.
+func termSafe(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case r == 0xFFFD && !strings.HasPrefix(s[i:], "\xef\xbf\xbd"):
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x2028 || r == 0x2029 || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
+			q := fmt.Sprintf("%q", string(r))
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
