@@ -142,7 +142,7 @@ func (a *Agent) run(ctx context.Context, prompt string, res *Result) error {
 		if res.Iterations >= a.opts.MaxIterations {
 			res.StopReason = StopMaxIterations
 			res.Text = fmt.Sprintf("stopped after %d model requests (the limit per message); the work so far is kept. "+
-				"Run again to continue, or raise agent.max_iterations.", res.Iterations)
+				"Send a follow-up message to go on (agent continue), or raise agent.max_iterations.", res.Iterations)
 			return nil
 		}
 		res.Iterations++

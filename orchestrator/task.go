@@ -205,7 +205,7 @@ func (o *Orchestrator) Resume(ctx context.Context, ref string, opts ResumeOption
 	switch t.State {
 	case store.Running, store.Created, store.Interrupted, store.Failed:
 	default:
-		return nil, fmt.Errorf("task %s is %s, not interrupted: nothing to resume (see `agent tasks`)", t.ID, t.State)
+		return nil, fmt.Errorf("task %s is %s, not interrupted: nothing to resume; `agent continue %s \"...\"` sends it a follow-up message", t.ID, t.State, t.ID)
 	}
 	repo, err := o.openRepo(ctx, t)
 	if err != nil {
