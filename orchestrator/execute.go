@@ -410,6 +410,7 @@ func (r *Run) recorder(save func()) (event.Sink, func()) {
 		logf, _ = os.OpenFile(t.Events, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	}
 	pending := map[string]string{} // agent NUL call id -> command
+	var batch deltaBatch
 	sink := event.SinkFunc(func(e event.Event) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -419,9 +420,12 @@ func (r *Run) recorder(save func()) (event.Sink, func()) {
 		if e.Task == "" {
 			e.Task = t.ID
 		}
-		if logf != nil && e.Kind != event.TextDelta && e.Kind != event.ThinkingDelta {
-			if b, err := json.Marshal(e); err == nil {
-				_, _ = logf.Write(append(b, '\n'))
+		if logf != nil {
+			// Deltas are joined into larger events (agent log -f shows them).
+			for _, le := range batch.add(e) {
+				if b, err := json.Marshal(le); err == nil {
+					_, _ = logf.Write(append(b, '\n'))
+				}
 			}
 		}
 		switch e.Kind {
@@ -462,8 +466,16 @@ func (r *Run) recorder(save func()) (event.Sink, func()) {
 		}
 	})
 	return sink, func() {
+		mu.Lock()
+		defer mu.Unlock()
 		if logf != nil {
+			for _, le := range batch.flush() {
+				if b, err := json.Marshal(le); err == nil {
+					_, _ = logf.Write(append(b, '\n'))
+				}
+			}
 			_ = logf.Close()
+			logf = nil
 		}
 	}
 }

@@ -158,6 +158,7 @@ func continueRun(ctx context.Context, opts *ContinueOptions) error {
 		return err
 	}
 	r := newEventRenderer(opts.IO, opts.JSON)
+	r.showThinking = opts.Run.ShowThinking
 	defer r.Close()
 	o, cfg, err := newOrchestrator(opts.Factory, r, labels, &opts.Run)
 	if err != nil {

@@ -37,6 +37,10 @@ type eventRenderer struct {
 	running   string // the tool running now
 	stopTick  func() // ends the status line's clock (live mode)
 	now       func() time.Time
+
+	// showThinking prints the model's thinking (dimmed on a terminal).
+	showThinking bool
+	thinking     bool // the last text written was thinking
 }
 
 // newEventRenderer picks the mode from the streams: JSON when asked, live
@@ -112,6 +116,7 @@ func who(e event.Event) string {
 
 // line writes a whole line, ending streamed text first.
 func (r *eventRenderer) line(format string, a ...any) {
+	r.endThinking()
 	if r.midLine {
 		fmt.Fprintln(r.w)
 		r.midLine = false
@@ -125,13 +130,17 @@ func (r *eventRenderer) human(e event.Event) {
 		if e.Text == "" {
 			return
 		}
+		r.endThinking()
 		if r.mode == renderPlain && !r.midLine {
 			fmt.Fprint(r.w, who(e))
 		}
 		fmt.Fprint(r.w, e.Text)
 		r.midLine = !strings.HasSuffix(e.Text, "\n")
 	case event.ThinkingDelta:
-		// Thinking is kept in the transcript (agent log), not shown live.
+		// Kept in the transcript (agent log); shown live on request.
+		if r.showThinking && e.Text != "" {
+			r.think(e)
+		}
 	case event.ToolStarted:
 		r.line("%s %s> %s %s", r.elapsed(), who(e), e.Tool, summarizeArgs(e.Tool, e.Args))
 	case event.ToolFinished:

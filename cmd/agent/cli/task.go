@@ -25,7 +25,7 @@ func taskCommands(f *Factory) []*cobra.Command {
 		NewCmdTask(f, nil),
 		NewCmdTasks(f, nil),
 		NewCmdTaskDiff(f, nil),
-		NewCmdTaskLog(f, nil),
+		withFollow(f, NewCmdTaskLog(f, nil)),
 		NewCmdTaskMerge(f, nil),
 		NewCmdTaskDiscard(f, nil),
 		NewCmdTaskShell(f, nil),
@@ -112,6 +112,8 @@ type RunFlags struct {
 	LLMSet, ModelSet, ImageSet bool
 	// AllowHosts are added to sandbox.egress for this run.
 	AllowHosts []string
+	// ShowThinking prints the model's thinking as it streams.
+	ShowThinking bool
 }
 
 func (rf *RunFlags) add(cmd *cobra.Command) {
@@ -119,6 +121,7 @@ func (rf *RunFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&rf.LLM, "llm", "", "model endpoint: URL of an OpenAI-compatible server, or script:FILE for a scripted model (config llm.url; default: the managed llama-server)")
 	fl.StringVar(&rf.Model, "model", "", "model name to request (config llm.model)")
 	fl.StringVar(&rf.Image, "image", "", "sandbox image (config sandbox.image)")
+	fl.BoolVar(&rf.ShowThinking, "show-thinking", false, "show the model's thinking as it streams (it is always kept: agent log)")
 	fl.StringArrayVar(&rf.AllowHosts, "allow-host", nil, "let the sandbox reach `HOST[:PORT]` through the logged egress proxy (repeatable; *.example.com for subdomains; config sandbox.egress; default: no network at all)")
 }
 
@@ -227,6 +230,7 @@ func taskRun(ctx context.Context, opts *TaskOptions) error {
 		return err
 	}
 	r := newEventRenderer(opts.IO, opts.JSON)
+	r.showThinking = opts.Run.ShowThinking
 	defer r.Close()
 	o, cfg, err := newOrchestrator(opts.Factory, r, labels, &opts.Run)
 	if err != nil {
@@ -383,6 +387,7 @@ func taskResumeRun(ctx context.Context, opts *TaskResumeOptions) error {
 		return err
 	}
 	r := newEventRenderer(opts.IO, opts.JSON)
+	r.showThinking = opts.Run.ShowThinking
 	defer r.Close()
 	o, cfg, err := newOrchestrator(opts.Factory, r, labels, &opts.Run)
 	if err != nil {

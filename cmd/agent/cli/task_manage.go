@@ -187,6 +187,9 @@ func taskLogRun(_ context.Context, opts *TaskRefOptions) error {
 			fmt.Fprintf(w, "\n[tool result %s]\n%s\n", m.ToolCallID, clip(m.Content, 2000))
 		default:
 			fmt.Fprintf(w, "\n[%s]\n", m.Role)
+			if m.Reasoning != "" {
+				fmt.Fprintf(w, "(thinking) %s\n", termSafe(m.Reasoning))
+			}
 			if m.Content != "" {
 				fmt.Fprintln(w, m.Content)
 			}
