@@ -385,7 +385,7 @@ func (a *Agent) checkpoint(ctx context.Context, res *Result) error {
 	if u.PromptTokens == 0 && u.CompletionTokens == 0 {
 		u.PromptTokens, u.CompletionTokens = estimateMessages(req.Messages), estimateMessage(resp.Message)
 	}
-	a.countUsage(res, u)
+	a.countUsage(res, u, nil)
 	summary := visibleText(resp.Message.Content)
 	if summary == "" {
 		return fmt.Errorf("the model wrote an empty summary")

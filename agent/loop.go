@@ -485,7 +485,10 @@ func (a *Agent) stream(ctx context.Context, req llm.Request, res *Result) (llm.R
 			a.emit(event.Event{Kind: event.TextDelta, Text: vis})
 		}
 	}
+	sent := time.Now()
+	var first atomic.Int64 // unix nanoseconds of the first delta
 	onDelta := func(d llm.Delta) {
+		first.CompareAndSwap(0, time.Now().UnixNano())
 		if n.Add(int64(len(d.Text))) > limit {
 			if !tooLong.Swap(true) {
 				cancel()
@@ -503,6 +506,7 @@ func (a *Agent) stream(ctx context.Context, req llm.Request, res *Result) (llm.R
 		}
 	}
 	resp, err := a.opts.Client.Stream(sctx, req, onDelta)
+	done := time.Now()
 	mu.Lock()
 	emitText(split.flush())
 	mu.Unlock()
@@ -526,16 +530,38 @@ func (a *Agent) stream(ctx context.Context, req llm.Request, res *Result) (llm.R
 		// recorded, is estimated from its length like anything newer.
 		a.tokens.anchor(len(a.history), u.PromptTokens)
 	}
-	a.countUsage(res, u)
+	a.countUsage(res, u, measureSpeed(u, resp.Timings, sent, first.Load(), done))
 	return resp, nil
 }
 
-// countUsage adds one request's tokens to the Run's total and reports them.
-func (a *Agent) countUsage(res *Result, u llm.Usage) {
+// measureSpeed gives a request's speed figures: the server's timings when
+// it sent them (llama-server does), else what the stream shows (time to
+// the first delta, then the tokens counted over the rest).
+func measureSpeed(u llm.Usage, t *llm.Timings, sent time.Time, firstNano int64, done time.Time) *event.Speed {
+	s := &event.Speed{PromptProcessed: u.PromptTokens, GenTokens: u.CompletionTokens}
+	firstAt := done
+	if firstNano != 0 {
+		firstAt = time.Unix(0, firstNano)
+	}
+	s.FirstTokenMS = firstAt.Sub(sent).Milliseconds()
+	s.GenMS = float64(done.Sub(firstAt).Microseconds()) / 1000
+	if t != nil {
+		s.Server = true
+		s.PromptProcessed, s.PromptCached = t.PromptN, t.CacheN
+		if t.PredictedN > 0 {
+			s.GenTokens, s.GenMS = t.PredictedN, t.PredictedMS
+		}
+	}
+	return s
+}
+
+// countUsage adds one request's tokens to the Run's total and reports them
+// with the request's speed (nil when not measured).
+func (a *Agent) countUsage(res *Result, u llm.Usage, speed *event.Speed) {
 	res.Usage.PromptTokens += u.PromptTokens
 	res.Usage.CompletionTokens += u.CompletionTokens
 	res.Usage.TotalTokens += u.PromptTokens + u.CompletionTokens
-	a.emit(event.Event{Kind: event.Usage, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens})
+	a.emit(event.Event{Kind: event.Usage, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, Speed: speed})
 }
 
 // wireMessages converts the context to what the server gets in a mode.

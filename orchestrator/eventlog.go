@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/orchestrator/store"
 )
 
 // deltaBatch joins the text and thinking deltas of a stream into fewer,
@@ -51,4 +52,22 @@ func (b *deltaBatch) flush() []event.Event {
 	e := *b.cur
 	b.cur = nil
 	return []event.Event{e}
+}
+
+// addSpeed adds one model request's speed figures to a task's totals.
+func addSpeed(t *store.Tokens, s *event.Speed) {
+	if s == nil {
+		return
+	}
+	t.Requests++
+	t.PromptProcessed += s.PromptProcessed
+	t.PromptCached += s.PromptCached
+	t.FirstTokenMS += s.FirstTokenMS
+	t.GenTokens += s.GenTokens
+	t.GenMS += s.GenMS
+	t.ServerTimings = t.ServerTimings || s.Server
+	t.AvgFirstTokenMS = t.FirstTokenMS / int64(t.Requests)
+	if t.GenMS > 0 {
+		t.GenPerSecond = float64(int(float64(t.GenTokens)/t.GenMS*10000)) / 10
+	}
 }

@@ -463,6 +463,7 @@ func (r *Run) recorder(save func()) (event.Sink, func()) {
 		case event.Usage:
 			t.Tokens.Prompt += e.PromptTokens
 			t.Tokens.Completion += e.CompletionTokens
+			addSpeed(&t.Tokens, e.Speed)
 		}
 	})
 	return sink, func() {

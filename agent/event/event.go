@@ -47,6 +47,33 @@ type Event struct {
 
 	PromptTokens     int `json:"prompt_tokens,omitempty"`
 	CompletionTokens int `json:"completion_tokens,omitempty"`
+	// Speed are the figures of the model request a Usage event counts.
+	Speed *Speed `json:"speed,omitempty"`
+}
+
+// Speed are one model request's speed figures.
+type Speed struct {
+	// PromptProcessed prompt tokens were computed, PromptCached taken from
+	// the server's prompt cache (known only from the server's timings).
+	PromptProcessed int `json:"prompt_processed"`
+	PromptCached    int `json:"prompt_cached"`
+	// FirstTokenMS is the time from sending the request to the first
+	// streamed byte of the reply (prompt processing, mostly).
+	FirstTokenMS int64 `json:"first_token_ms"`
+	// GenTokens tokens were generated in GenMS.
+	GenTokens int     `json:"gen_tokens"`
+	GenMS     float64 `json:"gen_ms"`
+	// Server says the figures are the server's own timings; otherwise they
+	// are measured by the client from the stream.
+	Server bool `json:"server,omitempty"`
+}
+
+// GenPerSecond is the generation speed in tokens per second (0: unknown).
+func (s Speed) GenPerSecond() float64 {
+	if s.GenMS <= 0 {
+		return 0
+	}
+	return float64(s.GenTokens) / s.GenMS * 1000
 }
 
 // Sink receives events. Implementations must be safe for concurrent use:

@@ -52,6 +52,7 @@ type assembler struct {
 	lastCall  *callPart
 	finish    string
 	usage     Usage
+	timings   *Timings
 	model     string
 	chunks    int // chunks parsed
 	size      int // payload bytes received
@@ -90,6 +91,10 @@ func (a *assembler) add(data []byte) error {
 	}
 	if c.Usage != nil && *c.Usage != (Usage{}) {
 		a.usage = *c.Usage
+	}
+	if c.Timings != nil && *c.Timings != (Timings{}) {
+		t := *c.Timings
+		a.timings = &t
 	}
 	for _, ch := range c.Choices {
 		if ch.Index != 0 {
@@ -199,7 +204,7 @@ func (a *assembler) response() Response {
 	if finish == "" && len(msg.ToolCalls) > 0 {
 		finish = "tool_calls"
 	}
-	return Response{Message: msg, FinishReason: finish, Usage: a.usage, Model: a.model}
+	return Response{Message: msg, FinishReason: finish, Usage: a.usage, Timings: a.timings, Model: a.model}
 }
 
 // newCallID makes an id for a call the server sent without one; the id only

@@ -72,6 +72,22 @@ type Usage struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
+// Timings are the speed figures llama-server reports with a reply
+// ("timings"). Zero values mean the server did not say.
+type Timings struct {
+	// PromptN is the prompt tokens the server processed; CacheN those it
+	// took from its prompt cache instead.
+	PromptN  int     `json:"prompt_n" yaml:"prompt_n"`
+	CacheN   int     `json:"cache_n" yaml:"cache_n"`
+	PromptMS float64 `json:"prompt_ms" yaml:"prompt_ms"`
+	// PredictedN is the tokens generated, in PredictedMS.
+	PredictedN  int     `json:"predicted_n" yaml:"predicted_n"`
+	PredictedMS float64 `json:"predicted_ms" yaml:"predicted_ms"`
+	// PerSecond rates as the server computed them.
+	PromptPerSecond    float64 `json:"prompt_per_second" yaml:"prompt_per_second"`
+	PredictedPerSecond float64 `json:"predicted_per_second" yaml:"predicted_per_second"`
+}
+
 // DeltaKind says what a Delta carries.
 type DeltaKind int
 
@@ -95,6 +111,8 @@ type Response struct {
 	Message      Message `json:"message"`
 	FinishReason string  `json:"finish_reason"`
 	Usage        Usage   `json:"usage"`
+	// Timings are the server's speed figures, nil when it sent none.
+	Timings *Timings `json:"timings,omitempty"`
 	// Model is the model name the server reported in its reply ("" if it
 	// did not say); a scripted server names itself "scripted".
 	Model string `json:"model,omitempty"`

@@ -79,6 +79,7 @@ type wireChunk struct {
 	Model   string          `json:"model"`
 	Choices []wireChoice    `json:"choices"`
 	Usage   *Usage          `json:"usage"`
+	Timings *Timings        `json:"timings"`
 	Error   json.RawMessage `json:"error"`
 }
 

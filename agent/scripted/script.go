@@ -66,6 +66,9 @@ type Turn struct {
 	FinishReason string `yaml:"finish_reason" json:"finish_reason"`
 	// Usage overrides the estimated token counts.
 	Usage *llm.Usage `yaml:"usage" json:"usage"`
+	// Timings, when set, are sent with the reply as llama-server sends its
+	// speed figures ("timings" in the last chunk).
+	Timings *llm.Timings `yaml:"timings" json:"timings"`
 	// Expect is checked against the request before answering; a mismatch
 	// is answered with HTTP 400 naming it, and recorded (Mismatches).
 	Expect *Expect `yaml:"expect" json:"expect"`

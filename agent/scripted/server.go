@@ -317,11 +317,15 @@ func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, id string, 
 		write([]byte("event: error\ndata: " + string(b) + "\n\n"))
 		return
 	}
-	final, _ := json.Marshal(map[string]any{
+	last := map[string]any{
 		"id": id, "object": "chat.completion.chunk", "created": created, "model": h.Model(),
 		"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": t.finishReason()}},
 		"usage":   t.usage(req),
-	})
+	}
+	if t.Timings != nil {
+		last["timings"] = t.Timings
+	}
+	final, _ := json.Marshal(last)
 	if write([]byte("data: " + string(final) + "\n\n")) {
 		write([]byte("data: [DONE]\n\n"))
 	}

@@ -40,6 +40,22 @@ func (s State) Final() bool { return s == Merged || s == Discarded }
 type Tokens struct {
 	Prompt     int `json:"prompt"`
 	Completion int `json:"completion"`
+
+	// Speed over the model requests that reported it: prompt tokens
+	// computed vs taken from the server's cache, time to first token, and
+	// generation speed.
+	Requests        int     `json:"requests,omitempty"`
+	PromptProcessed int     `json:"prompt_processed,omitempty"`
+	PromptCached    int     `json:"prompt_cached,omitempty"`
+	FirstTokenMS    int64   `json:"first_token_ms_total,omitempty"`
+	GenTokens       int     `json:"gen_tokens,omitempty"`
+	GenMS           float64 `json:"gen_ms,omitempty"`
+	// ServerTimings: some figures are the server's own (else measured
+	// from the stream; cached tokens are then unknown).
+	ServerTimings bool `json:"server_timings,omitempty"`
+	// GenPerSecond and AvgFirstTokenMS are derived from the above.
+	GenPerSecond    float64 `json:"gen_tokens_per_s,omitempty"`
+	AvgFirstTokenMS int64   `json:"avg_first_token_ms,omitempty"`
 }
 
 // Timings of a task's steps, in milliseconds.

@@ -31,6 +31,7 @@ n_ctx: 16384
 turns:
   - expect: {last_role: user, last_contains: "also add tests", contains: "Make greet.sh greet the name given"}
     text: "I'll add a test for the default greeting."
+    timings: {prompt_n: 120, cache_n: 800, prompt_ms: 60, predicted_n: 40, predicted_ms: 800}
     tool_calls:
       - name: write_file
         arguments:
@@ -176,6 +177,28 @@ func TestContinueKeptTask(t *testing.T) {
 		t.Error("main moved")
 	}
 	checkBothConversations(t, tk)
+
+	// Speed: the follow-up's first reply carried llama-server's timings.
+	if !tk.Tokens.ServerTimings || tk.Tokens.PromptCached != 800 || tk.Tokens.Requests != 8 || tk.Tokens.GenPerSecond <= 0 {
+		t.Errorf("speed totals: %+v", tk.Tokens)
+	}
+	if !strings.Contains(out2.String(), "Speed:") || !strings.Contains(out2.String(), "800 cached") {
+		t.Errorf("the review shows no speed:\n%s", out2.String())
+	}
+	iosL, _, outL, _ := TestStreams()
+	if err := taskLogRun(ctx, &TaskRefOptions{IO: iosL, Factory: NewFactory(iosL), Task: tk.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(outL.String(), "Speed:") || !strings.Contains(outL.String(), "tok/s generated") {
+		t.Errorf("agent log shows no speed:\n%s", outL.String())
+	}
+	iosT, _, outT, _ := TestStreams()
+	if err := tasksRun(ctx, &TasksOptions{IO: iosT, Factory: NewFactory(iosT), JSON: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(outT.String(), `"prompt_cached": 800`) || !strings.Contains(outT.String(), `"gen_tokens_per_s"`) {
+		t.Errorf("agent tasks --json has no speed:\n%s", outT.String())
+	}
 }
 
 // TestRequestChangesInReview: the review form's Request changes, driven by

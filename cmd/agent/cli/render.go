@@ -41,6 +41,7 @@ type eventRenderer struct {
 	// showThinking prints the model's thinking (dimmed on a terminal).
 	showThinking bool
 	thinking     bool // the last text written was thinking
+	speed        speedTotals
 }
 
 // newEventRenderer picks the mode from the streams: JSON when asked, live
@@ -86,6 +87,9 @@ func (r *eventRenderer) Emit(e event.Event) {
 	case event.Usage:
 		r.tokensIn += e.PromptTokens
 		r.tokensOut += e.CompletionTokens
+		if e.Agent == "" {
+			r.speed.add(e.Speed)
+		}
 	case event.ToolStarted:
 		r.tools++
 		r.running = e.Tool
@@ -179,6 +183,9 @@ func (r *eventRenderer) human(e event.Event) {
 	case event.Done:
 		if e.Agent == "" {
 			r.line("%s done (%s) · %d tool calls · tokens %d in / %d out", r.elapsed(), e.State, r.tools, r.tokensIn, r.tokensOut)
+			if s := r.speed.String(); s != "" {
+				r.line("%s speed: %s", r.elapsed(), s)
+			}
 		}
 	case event.Usage:
 	}

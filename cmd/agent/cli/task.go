@@ -275,6 +275,7 @@ func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orche
 		}
 		r.Close()
 		printReview(human, rv)
+		printSpeed(human, t.Tokens)
 
 		var d orchestrator.Decision
 		var gateMsg string

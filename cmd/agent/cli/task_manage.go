@@ -175,6 +175,7 @@ func taskLogRun(_ context.Context, opts *TaskRefOptions) error {
 	if t.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", t.Error)
 	}
+	printSpeed(w, t.Tokens)
 	fmt.Fprintln(w, "\n== transcript ==")
 	if len(msgs) == 0 {
 		fmt.Fprintln(w, "(no transcript)")

@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/orchestrator/store"
+)
+
+// think writes a piece of the model's thinking: after a "thinking:" mark
+// in plain mode, dimmed on a terminal.
+func (r *eventRenderer) think(e event.Event) {
+	if !r.thinking {
+		if r.midLine {
+			fmt.Fprintln(r.w)
+			r.midLine = false
+		}
+		r.thinking = true
+		if r.mode == renderLive {
+			fmt.Fprint(r.w, "\x1b[2m")
+		}
+		fmt.Fprint(r.w, who(e)+"thinking: ")
+	}
+	fmt.Fprint(r.w, e.Text)
+	r.midLine = !strings.HasSuffix(e.Text, "\n")
+}
+
+// endThinking ends a run of thinking before anything else is written.
+func (r *eventRenderer) endThinking() {
+	if !r.thinking {
+		return
+	}
+	r.thinking = false
+	if r.mode == renderLive {
+		fmt.Fprint(r.w, "\x1b[0m")
+	}
+	if r.midLine {
+		fmt.Fprintln(r.w)
+		r.midLine = false
+	}
+}
+
+// speedTotals sums the speed figures of a run's model requests.
+type speedTotals struct {
+	requests, processed, cached, genTokens int
+	firstMS                                int64
+	genMS                                  float64
+	server                                 bool
+}
+
+func (s *speedTotals) add(sp *event.Speed) {
+	if sp == nil {
+		return
+	}
+	s.requests++
+	s.processed += sp.PromptProcessed
+	s.cached += sp.PromptCached
+	s.firstMS += sp.FirstTokenMS
+	s.genTokens += sp.GenTokens
+	s.genMS += sp.GenMS
+	s.server = s.server || sp.Server
+}
+
+// String is the totals in one line, "" when nothing was measured.
+func (s *speedTotals) String() string {
+	if s.requests == 0 {
+		return ""
+	}
+	return speedLine(s.requests, s.processed, s.cached, s.firstMS/int64(s.requests), s.genTokens, s.genMS, s.server)
+}
+
+// speedLine formats speed figures: prompt tokens computed and cached, the
+// average time to first token, generation tokens per second.
+func speedLine(requests, processed, cached int, avgFirstMS int64, genTokens int, genMS float64, server bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d request(s) · prompt %d computed", requests, processed)
+	if server {
+		fmt.Fprintf(&b, ", %d cached", cached)
+	}
+	fmt.Fprintf(&b, " · first token %.2fs avg", float64(avgFirstMS)/1000)
+	if genMS > 0 {
+		fmt.Fprintf(&b, " · %.1f tok/s generated", float64(genTokens)/genMS*1000)
+	}
+	if !server {
+		b.WriteString(" (measured from the stream: the server sent no timings)")
+	}
+	return b.String()
+}
+
+// printSpeed writes a task's speed totals (review, agent log).
+func printSpeed(w io.Writer, t store.Tokens) {
+	if t.Requests == 0 {
+		return
+	}
+	fmt.Fprintln(w, "Speed:     "+speedLine(t.Requests, t.PromptProcessed, t.PromptCached, t.AvgFirstTokenMS, t.GenTokens, t.GenMS, t.ServerTimings))
+}
