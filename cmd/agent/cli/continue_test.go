@@ -476,3 +476,51 @@ func TestTermSafe(t *testing.T) {
 		t.Fatal("bad control")
 	}
 }
+
+// TestContinueFailedTask: a task whose model request failed halfway is
+// failed; agent continue goes on from its transcript with the follow-up.
+func TestContinueFailedTask(t *testing.T) {
+	label, stateDir := taskEnv(t)
+	repo, base := demoRepo(t)
+	labels := []string{sandbox.LabelTest + "=" + label}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	failing := writeScript(t, `
+turns:
+  - text: "I'll read the script first."
+    tool_calls:
+      - {name: read_file, arguments: {path: greet.sh}}
+  - error: {status: 400, message: "scripted failure"}
+`)
+	ios, _, _, errOut := TestStreams()
+	err := taskRun(ctx, &TaskOptions{IO: ios, Factory: NewFactory(ios), Prompt: "Make greet.sh greet the name given", Repo: repo,
+		Approve: "keep", Labels: labels, Run: RunFlags{LLM: "script:" + failing, LLMSet: true}})
+	if err == nil {
+		t.Fatalf("the failing task succeeded:\n%s", errOut.String())
+	}
+	tk := onlyTask(t, stateDir)
+	if tk.State != store.Failed {
+		t.Fatalf("task is %s, want failed", tk.State)
+	}
+	followUp := writeScript(t, `
+turns:
+  - expect: {last_role: user, last_contains: "try again", contains: "Hello, world!"}
+    tool_calls:
+      - name: edit_file
+        arguments: {path: greet.sh, old_string: 'echo "Hello, world!"', new_string: 'echo "Hello, ${1:-world}!"'}
+  - expect: {last_role: tool}
+    text: "Done."
+`)
+	ios2, _, out2, errOut2 := TestStreams()
+	if err := continueRun(ctx, &ContinueOptions{IO: ios2, Factory: NewFactory(ios2), Task: tk.ID, Prompt: "try again", Approve: "keep",
+		Labels: labels, Run: RunFlags{LLM: "script:" + followUp, LLMSet: true}}); err != nil {
+		t.Fatalf("continue: %v\n%s\n%s", err, out2.String(), errOut2.String())
+	}
+	tk = onlyTask(t, stateDir)
+	if tk.State != store.Kept || gitOut(t, repo, "log", "-1", "--format=%s", tk.Branch) != "try again" {
+		t.Errorf("after continue: %s, last commit %q", tk.State, gitOut(t, repo, "log", "-1", "--format=%s", tk.Branch))
+	}
+	if gitOut(t, repo, "rev-list", "--count", base+".."+tk.Branch) != "1" {
+		t.Error("want exactly the follow-up's commit on the branch")
+	}
+}
