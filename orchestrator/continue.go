@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/localagent/agent/agent"
 	"github.com/localagent/agent/agent/event"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
@@ -175,4 +176,65 @@ func FollowUpCommitMessage(t *store.Task, followUp, summary string) string {
 	b.WriteString("Agent-Task: " + t.ID + "\n")
 	b.WriteString("Agent-Model: " + t.Model + "\n")
 	return b.String()
+}
+
+// ContextTokens is the model's per-slot context window.
+func (r *Run) ContextTokens() int { return r.ep.ctxTokens }
+
+// Undo reverts the last commit the agent made on the run's branch with a
+// new commit (between turns: no sandbox runs then). It returns the
+// reverted commit's subject.
+func (r *Run) Undo(ctx context.Context) (string, error) {
+	o, t := r.o, r.Task
+	if len(t.Commits) == 0 {
+		return "", errors.New("the agent has made no commit on this branch yet")
+	}
+	last := t.Commits[len(t.Commits)-1]
+	if t.SandboxID != "" {
+		return "", errors.New("the task's sandbox is still there; undo runs between turns")
+	}
+	repo, err := o.openRepo(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	wt, err := o.taskWorktree(repo, t)
+	if err != nil {
+		return "", err
+	}
+	unlock, err := repo.Lock(ctx, o.lockDir())
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	subject := last
+	if cs, err := repo.Log(ctx, last+"^", last); err == nil && len(cs) == 1 {
+		subject = cs[0].Subject
+	}
+	id, err := repo.RevertTip(ctx, wt, last, fmt.Sprintf("Revert %q\n\nUndone by the user (agent chat /undo).\n\nAgent-Task: %s\n", subject, t.ID))
+	if err != nil {
+		return "", err
+	}
+	t.Commits = append(t.Commits, id)
+	if err := o.store.Save(t); err != nil {
+		return "", err
+	}
+	return subject, nil
+}
+
+// Settle brings a run that was stopped (Ctrl-C in a chat) to review: what
+// the agent wrote until then is committed, so the task can be merged,
+// kept or continued. The sandbox must be gone (Execute removes it).
+func (r *Run) Settle(ctx context.Context) error {
+	t := r.Task
+	if t.State != store.Interrupted {
+		return nil
+	}
+	if t.SandboxID != "" {
+		return errors.New("the stopped turn's sandbox is still there")
+	}
+	if err := r.commit(context.WithoutCancel(ctx), agent.Result{Text: "(stopped by the user)"}); err != nil {
+		return err
+	}
+	t.State, t.Error = store.Review, ""
+	return r.o.store.Save(t)
 }

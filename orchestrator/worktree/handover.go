@@ -193,3 +193,44 @@ func (e *SwitchDirtyError) Error() string {
 	return fmt.Sprintf("your checkout %s has uncommitted changes in files that differ on the branch (%s): checking it out would overwrite them; commit or stash them first (nothing was changed)",
 		e.Checkout, strings.Join(q, ", "))
 }
+
+// RevertTip undoes the last commit of a worktree's branch with a new commit
+// on top (so nothing is lost): the tree of the tip's parent, the worktree's
+// index and files moved to it (git refuses to overwrite anything). The
+// worktree must have no uncommitted change and no process may write it.
+func (r *Repo) RevertTip(ctx context.Context, w *Worktree, tip, message string) (string, error) {
+	ctx = noCancel(ctx)
+	if !r.ownsAdminDir(w.GitDir) {
+		return "", fmt.Errorf("worktree admin directory %q is not inside %s", w.GitDir, r.CommonDir)
+	}
+	cur, err := r.BranchTip(ctx, w.Branch)
+	if err != nil {
+		return "", err
+	}
+	if cur != tip {
+		return "", fmt.Errorf("the branch %s has moved on since %.10s: only its last commit can be undone", w.Branch, tip)
+	}
+	if ch, err := r.Changes(ctx, w); err != nil {
+		return "", err
+	} else if len(ch) > 0 {
+		return "", fmt.Errorf("the worktree %s has uncommitted changes", w.Path)
+	}
+	tree, err := r.g.out(ctx, r.CommonDir, "", "rev-parse", "--verify", tip+"^^{tree}")
+	if err != nil {
+		return "", fmt.Errorf("the commit %.10s has no parent to go back to: %w", tip, err)
+	}
+	commit, err := r.commitTree(ctx, tree, message, tip)
+	if err != nil {
+		return "", err
+	}
+	args := append(r.noFilters(ctx, w.GitDir), "read-tree", "-m", "-u", tip, commit)
+	if _, err := r.g.out(ctx, w.GitDir, w.Path, args...); err != nil {
+		return "", fmt.Errorf("updating the worktree (nothing was changed): %w", err)
+	}
+	if _, err := r.g.out(ctx, r.CommonDir, "", "update-ref", "-m", "agent: undo", "refs/heads/"+w.Branch, commit, tip); err != nil {
+		back := append(r.noFilters(ctx, w.GitDir), "read-tree", "-m", "-u", commit, tip)
+		_, _ = r.g.out(context.WithoutCancel(ctx), w.GitDir, w.Path, back...)
+		return "", fmt.Errorf("moving the branch %s: %w", w.Branch, err)
+	}
+	return commit, nil
+}

@@ -33,6 +33,7 @@ func taskCommands(f *Factory) []*cobra.Command {
 		NewCmdTaskGC(f, nil),
 		NewCmdContinue(f, nil),
 		NewCmdCheckout(f, nil),
+		NewCmdChat(f, nil),
 	}
 }
 

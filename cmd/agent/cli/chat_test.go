@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/localagent/agent/orchestrator/store"
+	"github.com/localagent/agent/sandbox"
+)
+
+// chatScript: the demo's turns for the first message, then a project
+// command's expanded template as the next one.
+func chatScript(t *testing.T) string {
+	t.Helper()
+	demo, err := os.ReadFile(filepath.Join(moduleRoot(), "demo", "script.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeScript(t, string(demo)+`  - expect: {last_role: user, last_contains: "Please add a test for the default greeting", contains: "the user reverted your last commit"}
+    tool_calls:
+      - {name: write_file, arguments: {path: test_default.sh, content: "sh greet.sh\n"}}
+  - expect: {last_role: tool}
+    text: "Added test_default.sh."
+`)
+}
+
+// TestChatLineMode: without a terminal, agent chat reads one message per
+// line; the first starts a task, /diff shows its change, /undo reverts it
+// (and the model is told), a project command's template is sent with its
+// arguments, /merge merges and ends the session.
+func TestChatLineMode(t *testing.T) {
+	label, stateDir := taskEnv(t)
+	repo, base := demoRepo(t)
+	cmds := filepath.Join(repo, ".agent", "commands")
+	if err := os.MkdirAll(cmds, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cmds, "addtest.md"), []byte("Please add a test for $ARGUMENTS.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitOut(t, repo, "add", ".agent")
+	gitOut(t, repo, "-c", "user.name=u", "-c", "user.email=u@localhost", "commit", "-qm", "commands")
+	base = gitOut(t, repo, "rev-parse", "HEAD")
+
+	ios, in, out, errOut := TestStreams()
+	in.WriteString("Make greet.sh greet the name given\n/diff\n/undo\n/help\n/addtest the default greeting\n/stats\n/merge\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	err := chatRun(ctx, &ChatOptions{IO: ios, Factory: NewFactory(ios), Repo: repo,
+		Labels: []string{sandbox.LabelTest + "=" + label}, Run: RunFlags{LLM: "script:" + chatScript(t), LLMSet: true}})
+	if err != nil {
+		t.Fatalf("chat: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+	got := errOut.String()
+	for _, want := range []string{"> read_file greet.sh", `+echo "Hello, ${1:-world}!"`, "reverted the agent's last commit: Make greet.sh greet the name given",
+		"/addtest", "> write_file test_default.sh", "turns: 2 · commits: 3", "merged agent/"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("chat output lacks %q:\n%s", want, got)
+		}
+	}
+	tk := onlyTask(t, stateDir)
+	if tk.State != store.Merged {
+		t.Errorf("task is %s, want merged", tk.State)
+	}
+	// main: the task's commit, its revert and the test, merged.
+	if b, _ := os.ReadFile(filepath.Join(repo, "greet.sh")); strings.Contains(string(b), "${1:-world}") {
+		t.Error("the undone change reached main")
+	}
+	if _, err := os.Stat(filepath.Join(repo, "test_default.sh")); err != nil {
+		t.Error("the second turn's file is not in main")
+	}
+	if gitOut(t, repo, "rev-parse", "main") == base {
+		t.Error("main did not move")
+	}
+}

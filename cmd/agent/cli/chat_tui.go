@@ -1,0 +1,374 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/charmbracelet/bubbles/textinput"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/localagent/agent/agent/event"
+)
+
+// Messages of the chat view.
+type (
+	chatEventMsg struct{ e event.Event }
+	chatPrintMsg struct{ text string }
+	chatTurnMsg  struct{ err error }
+	chatCmdMsg   struct {
+		send string
+		quit bool
+	}
+	chatTickMsg struct{}
+)
+
+// chatBlock is one piece of the transcript on screen.
+type chatBlock struct {
+	kind string // user, text, thinking, tool, info, error
+	text string
+	call string // tool call id
+}
+
+// chatModel is the bubbletea view of a chat: a renderer of the task's
+// event stream plus an input line; turns and commands run in the session.
+type chatModel struct {
+	s      *chatSession
+	ctx    context.Context
+	input  textinput.Model
+	width  int
+	height int
+
+	blocks       []chatBlock
+	showThinking bool
+	busy         bool
+	cancel       context.CancelFunc
+	turnStart    time.Time
+	tokensIn     int
+	tokensOut    int
+	lastPrompt   int
+	speed        speedTotals
+	running      string
+	quitting     bool
+}
+
+var (
+	styleDim    = lipgloss.NewStyle().Faint(true)
+	styleUser   = lipgloss.NewStyle().Bold(true)
+	styleTool   = lipgloss.NewStyle().Foreground(lipgloss.Color("6"))
+	styleError  = lipgloss.NewStyle().Foreground(lipgloss.Color("1"))
+	styleStatus = lipgloss.NewStyle().Reverse(true)
+)
+
+func newChatModel(ctx context.Context, s *chatSession, showThinking bool) *chatModel {
+	in := textinput.New()
+	in.Placeholder = "message, or /help"
+	in.Prompt = "> "
+	in.CharLimit = maxPromptBytes
+	in.Focus()
+	return &chatModel{s: s, ctx: ctx, input: in, width: 80, height: 24, showThinking: showThinking}
+}
+
+func (m *chatModel) Init() tea.Cmd { return textinput.Blink }
+
+func (m *chatModel) add(kind, text string) {
+	m.blocks = append(m.blocks, chatBlock{kind: kind, text: text})
+}
+
+// appendStream adds streamed text to the last block of its kind, or
+// starts one.
+func (m *chatModel) appendStream(kind, text string) {
+	if n := len(m.blocks); n > 0 && m.blocks[n-1].kind == kind {
+		m.blocks[n-1].text += text
+		return
+	}
+	m.add(kind, text)
+}
+
+func (m *chatModel) event(e event.Event) {
+	e = safeEvent(e)
+	sub := ""
+	if e.Agent != "" {
+		sub = "[" + e.Agent + "] "
+	}
+	switch e.Kind {
+	case event.TextDelta:
+		if e.Agent == "" {
+			m.appendStream("text", e.Text)
+		}
+	case event.ThinkingDelta:
+		if e.Agent == "" {
+			m.appendStream("thinking", e.Text)
+		}
+	case event.ToolStarted:
+		m.running = e.Tool
+		m.blocks = append(m.blocks, chatBlock{kind: "tool", call: e.Agent + "\x00" + e.CallID,
+			text: sub + "> " + e.Tool + " " + summarizeArgs(e.Tool, e.Args)})
+	case event.ToolFinished:
+		m.running = ""
+		status := "ok"
+		switch {
+		case e.TimedOut:
+			status = "timed out"
+		case e.OOMKill:
+			status = "OOM-killed"
+		case e.ExitCode != nil:
+			status = fmt.Sprintf("exit %d", *e.ExitCode)
+		case e.IsError:
+			status = "error"
+		}
+		res := fmt.Sprintf(" → %s (%s)", status, e.Duration.Round(time.Millisecond))
+		if e.IsError && e.Text != "" {
+			res += ": " + oneLine(e.Text, 100)
+		}
+		key := e.Agent + "\x00" + e.CallID
+		for i := len(m.blocks) - 1; i >= 0; i-- {
+			if m.blocks[i].kind == "tool" && m.blocks[i].call == key {
+				m.blocks[i].text += res
+				return
+			}
+		}
+		m.add("tool", sub+"  "+e.Tool+res)
+	case event.Usage:
+		m.tokensIn += e.PromptTokens
+		m.tokensOut += e.CompletionTokens
+		if e.Agent == "" {
+			m.lastPrompt = e.PromptTokens + e.CompletionTokens
+			m.speed.add(e.Speed)
+		}
+	case event.Notice:
+		m.add("info", sub+"note: "+e.Text)
+	case event.Progress:
+		m.add("info", sub+e.Text)
+	case event.Egress:
+		verdict := "denied"
+		if e.Allowed {
+			verdict = "allowed"
+		}
+		m.add("info", sub+"network "+verdict+": "+e.Text)
+	case event.SubAgent:
+		m.add("info", "sub-agent "+e.Agent+": "+e.State+" "+oneLine(e.Text, 100))
+	case event.Error:
+		m.add("error", sub+"error: "+e.Text)
+	}
+}
+
+func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.width, m.height = msg.Width, msg.Height
+		m.input.Width = max(10, msg.Width-4)
+		return m, nil
+	case chatEventMsg:
+		m.event(msg.e)
+		return m, nil
+	case chatPrintMsg:
+		m.add("info", msg.text)
+		return m, nil
+	case chatTickMsg:
+		if m.busy {
+			return m, chatTick()
+		}
+		return m, nil
+	case chatTurnMsg:
+		m.busy, m.running = false, ""
+		if m.cancel != nil {
+			m.cancel()
+			m.cancel = nil
+		}
+		switch {
+		case errors.Is(msg.err, errStopped):
+			m.add("info", "stopped: "+errStopped.Error())
+		case msg.err != nil:
+			m.add("error", "error: "+termSafe(msg.err.Error()))
+		}
+		return m, nil
+	case chatCmdMsg:
+		m.busy = false
+		if msg.quit {
+			m.quitting = true
+			return m, tea.Quit
+		}
+		if msg.send != "" {
+			return m, m.send(msg.send)
+		}
+		return m, nil
+	case tea.KeyMsg:
+		switch msg.String() {
+		case "ctrl+c":
+			if m.busy && m.cancel != nil {
+				m.cancel()
+				m.add("info", "stopping the generation…")
+				return m, nil
+			}
+			if m.input.Value() != "" {
+				m.input.SetValue("")
+				return m, nil
+			}
+			m.add("info", "ctrl+d or /exit leaves the session (the branch is kept)")
+			return m, nil
+		case "ctrl+d":
+			if !m.busy {
+				m.quitting = true
+				return m, tea.Quit
+			}
+			return m, nil
+		case "ctrl+t":
+			m.showThinking = !m.showThinking
+			return m, nil
+		case "enter":
+			line := strings.TrimSpace(m.input.Value())
+			if line == "" {
+				return m, nil
+			}
+			if m.busy {
+				m.add("info", "a turn is running: wait for it, or ctrl+c to stop it")
+				return m, nil
+			}
+			m.input.SetValue("")
+			if strings.HasPrefix(line, "/") {
+				m.add("user", line)
+				m.busy = true
+				s, ctx := m.s, m.ctx
+				return m, func() tea.Msg {
+					send, quit := s.command(ctx, line)
+					return chatCmdMsg{send: send, quit: quit}
+				}
+			}
+			return m, m.send(line)
+		}
+	}
+	var cmd tea.Cmd
+	m.input, cmd = m.input.Update(msg)
+	return m, cmd
+}
+
+// send starts a turn with msg.
+func (m *chatModel) send(msg string) tea.Cmd {
+	m.add("user", msg)
+	ctx, cancel := context.WithCancel(m.ctx)
+	m.busy, m.cancel, m.turnStart = true, cancel, time.Now()
+	s := m.s
+	return tea.Batch(func() tea.Msg { return chatTurnMsg{err: s.turn(ctx, msg)} }, chatTick())
+}
+
+func chatTick() tea.Cmd {
+	return tea.Tick(200*time.Millisecond, func(time.Time) tea.Msg { return chatTickMsg{} })
+}
+
+// status is the status line: what runs, tokens, tokens/s, context fill,
+// elapsed time.
+func (m *chatModel) status() string {
+	what := "ready"
+	if m.busy {
+		what = "thinking"
+		if m.running != "" {
+			what = "running " + m.running
+		}
+		el := time.Since(m.turnStart)
+		what = fmt.Sprintf("%s %s %s", spinner[int(el/(100*time.Millisecond))%len(spinner)], el.Round(time.Second), what)
+	}
+	parts := []string{what, fmt.Sprintf("tokens %d in / %d out", m.tokensIn, m.tokensOut)}
+	if s := m.speed; s.genMS > 0 {
+		parts = append(parts, fmt.Sprintf("%.1f tok/s", float64(s.genTokens)/s.genMS*1000))
+	}
+	m.s.mu.Lock()
+	run := m.s.run
+	m.s.mu.Unlock()
+	if run != nil {
+		if n := run.ContextTokens(); n > 0 && m.lastPrompt > 0 {
+			parts = append(parts, fmt.Sprintf("context %d%%", m.lastPrompt*100/n))
+		}
+		parts = append(parts, "task "+run.Task.ID)
+	}
+	thinking := "ctrl+t thinking"
+	if m.showThinking {
+		thinking = "ctrl+t hide thinking"
+	}
+	parts = append(parts, thinking)
+	return strings.Join(parts, " · ")
+}
+
+func (m *chatModel) View() string {
+	if m.quitting {
+		return ""
+	}
+	w := max(20, m.width)
+	var lines []string
+	wrap := lipgloss.NewStyle().Width(w)
+	for _, b := range m.blocks {
+		var text string
+		switch b.kind {
+		case "user":
+			text = styleUser.Render(wrap.Render("you: " + b.text))
+		case "thinking":
+			if !m.showThinking {
+				text = styleDim.Render(fmt.Sprintf("▸ thinking (%d characters; ctrl+t shows it)", len(b.text)))
+			} else {
+				text = styleDim.Render(wrap.Render("thinking: " + strings.TrimSpace(b.text)))
+			}
+		case "tool":
+			text = styleTool.Render(wrap.Render(b.text))
+		case "error":
+			text = styleError.Render(wrap.Render(b.text))
+		case "info":
+			text = styleDim.Render(wrap.Render(b.text))
+		default:
+			text = wrap.Render(strings.TrimRight(b.text, "\n"))
+		}
+		lines = append(lines, strings.Split(text, "\n")...)
+	}
+	room := max(1, m.height-2)
+	if len(lines) > room {
+		lines = lines[len(lines)-room:]
+	}
+	for len(lines) < room {
+		lines = append(lines, "")
+	}
+	status := oneLine(m.status(), w)
+	return strings.Join(lines, "\n") + "\n" + styleStatus.Render(status+strings.Repeat(" ", max(0, w-lipgloss.Width(status)))) + "\n" + m.input.View()
+}
+
+// chatTUI runs the chat in the terminal.
+func chatTUI(ctx context.Context, opts *ChatOptions) error {
+	var (
+		mu sync.Mutex
+		p  *tea.Program
+	)
+	send := func(msg tea.Msg) {
+		mu.Lock()
+		prog := p
+		mu.Unlock()
+		if prog != nil {
+			prog.Send(msg)
+		}
+	}
+	sink := event.SinkFunc(func(e event.Event) { send(chatEventMsg{e}) })
+	s, err := newChatSession(opts, sink, func(text string) { send(chatPrintMsg{text}) })
+	if err != nil {
+		return err
+	}
+	m := newChatModel(ctx, s, opts.Run.ShowThinking)
+	prog := tea.NewProgram(m, tea.WithInput(opts.IO.In), tea.WithOutput(opts.IO.ErrOut), tea.WithAltScreen(), tea.WithContext(ctx))
+	mu.Lock()
+	p = prog
+	mu.Unlock()
+	_, runErr := prog.Run()
+	mu.Lock()
+	p = nil
+	mu.Unlock()
+	// What the session printed while closing goes to the terminal.
+	s.print = func(text string) { fmt.Fprintln(opts.IO.ErrOut, text) }
+	if m.cancel != nil {
+		m.cancel()
+	}
+	s.close(ctx)
+	if runErr != nil && !errors.Is(runErr, tea.ErrProgramKilled) {
+		return runErr
+	}
+	return nil
+}
