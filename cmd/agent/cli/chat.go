@@ -95,6 +95,8 @@ type chatSession struct {
 	// note is told to the model with the next message (after /undo).
 	note     string
 	finished bool // merged, kept or discarded: the session is over
+	// outcome says what the decision that ended the session did.
+	outcome string
 }
 
 func newChatSession(opts *ChatOptions, sink event.Sink, print func(string)) (*chatSession, error) {
@@ -180,7 +182,7 @@ func (s *chatSession) turn(ctx context.Context, msg string) error {
 }
 
 // errStopped: the user stopped the generation (Ctrl-C); the session goes on.
-var errStopped = errors.New("stopped; the work so far is kept in the worktree, your next message goes on from here")
+var errStopped = errors.New("generation stopped; the work so far is committed on the branch, your next message goes on from here")
 
 // chatHelp lists the commands.
 const chatHelp = `/diff      the task's changes against its base
@@ -265,7 +267,7 @@ func (s *chatSession) command(ctx context.Context, line string) (send string, qu
 		}
 		s.print(termSafe(out.Message))
 		s.mu.Lock()
-		s.finished = true
+		s.finished, s.outcome = true, termSafe(out.Message)
 		s.mu.Unlock()
 		return "", true
 	case "undo":

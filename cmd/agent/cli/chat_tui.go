@@ -182,7 +182,7 @@ func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		switch {
 		case errors.Is(msg.err, errStopped):
-			m.add("info", "stopped: "+errStopped.Error())
+			m.add("info", termSafe(msg.err.Error()))
 		case msg.err != nil:
 			m.add("error", "error: "+termSafe(msg.err.Error()))
 		}
@@ -361,8 +361,12 @@ func chatTUI(ctx context.Context, opts *ChatOptions) error {
 	mu.Lock()
 	p = nil
 	mu.Unlock()
-	// What the session printed while closing goes to the terminal.
+	// What the session prints from now on goes to the terminal, after the
+	// view is gone; so does the outcome of the decision that ended it.
 	s.print = func(text string) { fmt.Fprintln(opts.IO.ErrOut, text) }
+	if s.outcome != "" {
+		fmt.Fprintln(opts.IO.ErrOut, s.outcome)
+	}
 	if m.cancel != nil {
 		m.cancel()
 	}
