@@ -22,7 +22,7 @@ func parseApprove(s string) (string, error) {
 	}
 	d, err := orchestrator.ParseDecision(s)
 	if err != nil {
-		return "", UsageErrorf("--approve %q: want ask, merge, squash, merge-if-green, squash-if-green, keep or discard", s)
+		return "", UsageErrorf("--approve %q: want ask, merge, squash, keep or discard (or merge-if-green, squash-if-green)", s)
 	}
 	return string(d), nil
 }
