@@ -79,6 +79,10 @@ type Options struct {
 	Name string
 	// Task is the task id stamped on events.
 	Task string
+	// CompactFirst compacts the context (older tool outputs first, no
+	// model request) before the first request of the next Run: the user
+	// asked for it. The transcript keeps everything.
+	CompactFirst bool
 }
 
 // StopReason says why a Run ended.

@@ -133,6 +133,14 @@ func (a *Agent) run(ctx context.Context, prompt string, res *Result) error {
 		}
 	}
 
+	if a.opts.CompactFirst {
+		a.opts.CompactFirst = false
+		used := a.tokens.estimate(a.history, a.extraTokens())
+		a.hardCompact(used/2, false)
+		if after := a.tokens.estimate(a.history, a.extraTokens()); after >= used {
+			a.emit(event.Event{Kind: event.Notice, Text: "nothing to compact: the conversation holds no old tool output to cut"})
+		}
+	}
 	guard := newLoopGuard()
 	nudged := false
 	for {

@@ -238,3 +238,7 @@ func (r *Run) Settle(ctx context.Context) error {
 	t.State, t.Error = store.Review, ""
 	return r.o.store.Save(t)
 }
+
+// CompactNext makes the next turn start by compacting the conversation
+// (chat /compact).
+func (r *Run) CompactNext() { r.compactNext = true }

@@ -308,6 +308,7 @@ func (r *Run) newAgent(sb *sandbox.Sandbox, sink event.Sink) (*agent.Agent, stri
 		opts.Spawner = &spawner{r: r, parent: sb, sink: sink}
 	}
 	opts.SessionPath, opts.Resume = t.Session, resume
+	opts.CompactFirst, r.compactNext = r.compactNext && resume, false
 	opts.ArtifactDir = o.artifactDir(t.ID)
 	opts.Env = agent.Environment{Offline: r.egressDir == "", Branch: t.Branch, BaseCommit: t.StartCommit}
 	ag, err := agent.New(opts)

@@ -44,6 +44,8 @@ type Run struct {
 	// followUp is the user's next message when the run continues the
 	// conversation (agent continue, Request changes).
 	followUp string
+	// compactNext compacts the conversation before the next turn.
+	compactNext bool
 	// egressDir is the socket directory of the run's egress proxy; "" when
 	// the sandbox has no network at all.
 	egressDir string

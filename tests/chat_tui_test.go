@@ -140,6 +140,9 @@ func TestChatTUI(t *testing.T) {
 	s.keys("C-t")
 	screens["80 columns, thinking shown"] = s.waitFor("thinking: The test passes now", 10*time.Second)
 	s.keys("C-t")
+	s.keys("C-o")
+	screens["80 columns, tool details shown"] = s.waitFor(`+ echo "Hello, ${1:-world}!"`, 10*time.Second)
+	s.keys("C-o")
 
 	s.typeLine("/diff")
 	screen = s.waitFor(`+echo "Hello, ${1:-world}!"`, 30*time.Second)
@@ -178,7 +181,7 @@ func TestChatTUI(t *testing.T) {
 		t.Error("the merge did not reach the checkout")
 	}
 	var all strings.Builder
-	for _, k := range []string{"80 columns, after the first reply", "80 columns, thinking shown", "80 columns, /diff",
+	for _, k := range []string{"80 columns, after the first reply", "80 columns, thinking shown", "80 columns, tool details shown", "80 columns, /diff",
 		"160 columns, a long reply streaming", "160 columns, after Ctrl-C", "after /merge"} {
 		all.WriteString("==== " + k + " ====\n" + screens[k] + "\n")
 	}

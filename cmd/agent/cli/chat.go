@@ -191,7 +191,7 @@ const chatHelp = `/diff      the task's changes against its base
 /keep      keep the branch for later and end the session
 /discard   discard the branch and its worktree (/discard yes when work would be lost)
 /undo      revert the agent's last commit on the branch (a new commit; nothing is lost)
-/compact   how full the context is (compaction runs by itself when it fills)
+/compact   compact the conversation before the next message
 /stats     tokens, speed, turns and commits
 /model     the model and its endpoint
 /help      this list
@@ -292,7 +292,8 @@ func (s *chatSession) command(ctx context.Context, line string) (send string, qu
 			s.print("nothing to compact yet")
 			break
 		}
-		s.print(fmt.Sprintf("the conversation is compacted by itself when a request would pass the context window (%d tokens per slot); the transcript keeps every message", run.ContextTokens()))
+		run.CompactNext()
+		s.print(fmt.Sprintf("your next message starts by compacting the conversation (older tool outputs first; it also happens by itself near the %d-token window); the transcript keeps every message", run.ContextTokens()))
 	case "stats":
 		if needTask() {
 			var b strings.Builder

@@ -47,7 +47,7 @@ func TestChatLineMode(t *testing.T) {
 	base = gitOut(t, repo, "rev-parse", "HEAD")
 
 	ios, in, out, errOut := TestStreams()
-	in.WriteString("Make greet.sh greet the name given\n/diff\n/undo\n/help\n/addtest the default greeting\n/stats\n/merge\n")
+	in.WriteString("Make greet.sh greet the name given\n/diff\n/undo\n/help\n/compact\n/addtest the default greeting\n/stats\n/merge\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	err := chatRun(ctx, &ChatOptions{IO: ios, Factory: NewFactory(ios), Repo: repo,
@@ -57,10 +57,14 @@ func TestChatLineMode(t *testing.T) {
 	}
 	got := errOut.String()
 	for _, want := range []string{"> read_file greet.sh", `+echo "Hello, ${1:-world}!"`, "reverted the agent's last commit: Make greet.sh greet the name given",
-		"/addtest", "> write_file test_default.sh", "turns: 2 · commits: 3", "merged agent/"} {
+		"/addtest", "your next message starts by compacting", "> write_file test_default.sh", "turns: 2 · commits: 3", "merged agent/"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("chat output lacks %q:\n%s", want, got)
 		}
+	}
+	// /compact ran at the start of the next turn.
+	if !strings.Contains(got, "context compacted (hard)") && !strings.Contains(got, "nothing to compact") {
+		t.Errorf("/compact did nothing visible:\n%s", got)
 	}
 	tk := onlyTask(t, stateDir)
 	if tk.State != store.Merged {

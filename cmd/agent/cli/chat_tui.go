@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -32,6 +33,9 @@ type chatBlock struct {
 	kind string // user, text, thinking, tool, info, error
 	text string
 	call string // tool call id
+	// detail is a tool call's expansion (ctrl+o): an edit as a diff, a
+	// command's first line of output.
+	detail string
 }
 
 // chatModel is the bubbletea view of a chat: a renderer of the task's
@@ -45,6 +49,7 @@ type chatModel struct {
 
 	blocks       []chatBlock
 	showThinking bool
+	showDetail   bool
 	busy         bool
 	cancel       context.CancelFunc
 	turnStart    time.Time
@@ -107,7 +112,7 @@ func (m *chatModel) event(e event.Event) {
 	case event.ToolStarted:
 		m.running = e.Tool
 		m.blocks = append(m.blocks, chatBlock{kind: "tool", call: e.Agent + "\x00" + e.CallID,
-			text: sub + "> " + e.Tool + " " + summarizeArgs(e.Tool, e.Args)})
+			text: sub + "> " + e.Tool + " " + summarizeArgs(e.Tool, e.Args), detail: termSafe(toolDetail(e.Tool, e.Args))})
 	case event.ToolFinished:
 		m.running = ""
 		status := "ok"
@@ -129,6 +134,9 @@ func (m *chatModel) event(e event.Event) {
 		for i := len(m.blocks) - 1; i >= 0; i-- {
 			if m.blocks[i].kind == "tool" && m.blocks[i].call == key {
 				m.blocks[i].text += res
+				if e.Text != "" && !e.IsError {
+					m.blocks[i].detail += "output: " + e.Text
+				}
 				return
 			}
 		}
@@ -220,6 +228,9 @@ func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		case "ctrl+t":
 			m.showThinking = !m.showThinking
 			return m, nil
+		case "ctrl+o":
+			m.showDetail = !m.showDetail
+			return m, nil
 		case "enter":
 			line := strings.TrimSpace(m.input.Value())
 			if line == "" {
@@ -289,7 +300,7 @@ func (m *chatModel) status() string {
 	if m.showThinking {
 		thinking = "ctrl+t hide thinking"
 	}
-	parts = append(parts, thinking)
+	parts = append(parts, thinking, "ctrl+o tool details")
 	return strings.Join(parts, " · ")
 }
 
@@ -313,6 +324,9 @@ func (m *chatModel) View() string {
 			}
 		case "tool":
 			text = styleTool.Render(wrap.Render(b.text))
+			if m.showDetail && b.detail != "" {
+				text += "\n" + styleDim.Render(wrap.Render(indent(strings.TrimRight(b.detail, "\n"), "    ")))
+			}
 		case "error":
 			text = styleError.Render(wrap.Render(b.text))
 		case "info":
@@ -375,4 +389,61 @@ func chatTUI(ctx context.Context, opts *ChatOptions) error {
 		return runErr
 	}
 	return nil
+}
+
+// toolDetail is what ctrl+o shows under a tool call: an edit as a diff,
+// the start of a written file. Arguments are escaped already.
+func toolDetail(tool, args string) string {
+	var a struct {
+		OldString string `json:"old_string"`
+		NewString string `json:"new_string"`
+		Content   string `json:"content"`
+		Edits     []struct {
+			OldString string `json:"old_string"`
+			NewString string `json:"new_string"`
+		} `json:"edits"`
+	}
+	if json.Unmarshal([]byte(args), &a) != nil {
+		return ""
+	}
+	var b strings.Builder
+	diff := func(old, new string) {
+		for _, l := range firstLines(old, 12) {
+			b.WriteString("- " + l + "\n")
+		}
+		for _, l := range firstLines(new, 12) {
+			b.WriteString("+ " + l + "\n")
+		}
+	}
+	switch tool {
+	case "edit_file":
+		diff(a.OldString, a.NewString)
+	case "multi_edit":
+		for _, e := range a.Edits {
+			diff(e.OldString, e.NewString)
+		}
+	case "write_file":
+		for _, l := range firstLines(a.Content, 12) {
+			b.WriteString("+ " + l + "\n")
+		}
+	}
+	return b.String()
+}
+
+// firstLines splits s into lines, at most n (the last saying how many
+// more there are).
+func firstLines(s string, n int) []string {
+	if s == "" {
+		return nil
+	}
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(ls) > n {
+		more := len(ls) - n + 1
+		ls = append(ls[:n-1], fmt.Sprintf("… %d more line(s)", more))
+	}
+	return ls
+}
+
+func indent(s, pre string) string {
+	return pre + strings.ReplaceAll(s, "\n", "\n"+pre)
 }
