@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,11 +31,13 @@ func withFollow(f *Factory, cmd *cobra.Command) *cobra.Command {
 	run := cmd.RunE
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow the task's events as it runs (from another terminal), until it ends")
 	cmd.Flags().BoolVar(&thinking, "show-thinking", false, "with -f: show the model's thinking too")
-	cmd.Long = `Show a task's transcript (the model's thinking included) and the commands it
-ran. With -f, follow the task while it runs, from any terminal: its events
-(text, tool calls and results, network, sub-agents) are rendered as the
-terminal that started it renders them, and the command returns when the task
-ends; with --json, the events themselves, one JSON object per line.`
+	cmd.Long = strings.TrimSpace(cmd.Long + `
+
+Shows the model's thinking too. With -f, follow the task while it runs, from
+any terminal: its events (text, tool calls and results, network, sub-agents)
+are rendered as the terminal that started it renders them, and the command
+returns when the task ends; with --json, the events themselves, one JSON
+object per line.`)
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		if !follow {
 			return run(c, args)

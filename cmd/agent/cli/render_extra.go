@@ -21,10 +21,11 @@ func (r *eventRenderer) think(e event.Event) {
 		if r.mode == renderLive {
 			fmt.Fprint(r.w, "\x1b[2m")
 		}
-		fmt.Fprint(r.w, who(e)+"thinking: ")
+		fmt.Fprint(r.w, termSafe(who(e))+"thinking: ")
 	}
-	fmt.Fprint(r.w, e.Text)
-	r.midLine = !strings.HasSuffix(e.Text, "\n")
+	text := termSafe(e.Text)
+	fmt.Fprint(r.w, text)
+	r.midLine = !strings.HasSuffix(text, "\n")
 }
 
 // endThinking ends a run of thinking before anything else is written.
