@@ -157,6 +157,20 @@ func TestLLMServerLifecycle(t *testing.T) {
 	if deltas.Load() == 0 || resp.FinishReason != "length" || resp.Usage.CompletionTokens != 16 {
 		t.Errorf("stream: %d deltas, response %+v", deltas.Load(), resp)
 	}
+	// The server's speed figures come with the stream; the same prompt
+	// again is taken from its prompt cache.
+	if tm := resp.Timings; tm == nil || tm.PredictedN != 16 || tm.PredictedMS <= 0 || tm.PromptN <= 0 {
+		t.Errorf("stream timings: %+v", tm)
+	}
+	again, err := e.client().Stream(ctx, llm.Request{
+		Messages:  []llm.Message{{Role: llm.RoleUser, Content: "Say hello."}},
+		MaxTokens: 16,
+	}, nil)
+	if err != nil || again.Timings == nil || again.Timings.CacheN <= 0 {
+		t.Errorf("repeated prompt: timings %+v, %v", again.Timings, err)
+	} else {
+		t.Logf("llama-server timings: first %+v; repeated prompt %+v", *resp.Timings, *again.Timings)
+	}
 
 	// The same settings again: the running server is kept.
 	start = time.Now()
