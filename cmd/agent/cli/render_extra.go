@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/localagent/agent/agent/event"
 	"github.com/localagent/agent/orchestrator/store"
@@ -96,4 +97,16 @@ func printSpeed(w io.Writer, t store.Tokens) {
 		return
 	}
 	fmt.Fprintln(w, "Speed:     "+speedLine(t.Requests, t.PromptProcessed, t.PromptCached, t.AvgFirstTokenMS, t.GenTokens, t.GenMS, t.ServerTimings))
+}
+
+// reopen makes a closed renderer draw its live status line again, for the
+// next round of a task (Request changes).
+func (r *eventRenderer) reopen() {
+	if r.mode != renderLive {
+		return
+	}
+	r.mu.Lock()
+	r.start = r.now()
+	r.mu.Unlock()
+	r.stopTick = redrawEvery(200*time.Millisecond, &r.mu, r.drawStatus)
 }

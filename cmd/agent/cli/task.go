@@ -295,6 +295,7 @@ func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orche
 				if err := continueAfterReview(human, run, changes); err != nil {
 					return err
 				}
+				r.reopen()
 				continue
 			}
 		case approveMergeIfGreen, approveSquashIfGreen:
