@@ -141,7 +141,11 @@ func TestChatTUI(t *testing.T) {
 	screens["80 columns, thinking shown"] = s.waitFor("thinking: The test passes now", 10*time.Second)
 	s.keys("C-t")
 	s.keys("C-o")
-	screens["80 columns, tool details shown"] = s.waitFor(`+ echo "Hello, ${1:-world}!"`, 10*time.Second)
+	screen = s.waitFor(`+ echo "Hello, ${1:-world}!"`, 10*time.Second)
+	if !strings.Contains(screen, "    PASS") {
+		t.Errorf("the passing test run's output is not shown under it:\n%s", screen)
+	}
+	screens["80 columns, tool details shown"] = screen
 	s.keys("C-o")
 
 	s.typeLine("/diff")

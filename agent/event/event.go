@@ -47,9 +47,15 @@ type Event struct {
 
 	PromptTokens     int `json:"prompt_tokens,omitempty"`
 	CompletionTokens int `json:"completion_tokens,omitempty"`
+	// Output is the start of a tool's output (ToolFinished; at most
+	// OutputLimit bytes), for views that expand a tool call.
+	Output string `json:"output,omitempty"`
 	// Speed are the figures of the model request a Usage event counts.
 	Speed *Speed `json:"speed,omitempty"`
 }
+
+// OutputLimit bounds Event.Output.
+const OutputLimit = 2048
 
 // Speed are one model request's speed figures.
 type Speed struct {

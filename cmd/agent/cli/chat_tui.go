@@ -134,8 +134,8 @@ func (m *chatModel) event(e event.Event) {
 		for i := len(m.blocks) - 1; i >= 0; i-- {
 			if m.blocks[i].kind == "tool" && m.blocks[i].call == key {
 				m.blocks[i].text += res
-				if e.Text != "" && !e.IsError {
-					m.blocks[i].detail += "output: " + e.Text
+				if out := strings.TrimRight(e.Output, "\n"); out != "" {
+					m.blocks[i].detail += strings.Join(firstLines(out, 12), "\n")
 				}
 				return
 			}

@@ -170,5 +170,6 @@ func followRun(ctx context.Context, opts *TaskRefOptions, thinking bool) error {
 func safeEvent(e event.Event) event.Event {
 	e.Text, e.Tool, e.Args = termSafe(e.Text), termSafe(e.Tool), termSafe(e.Args)
 	e.Agent, e.State, e.CallID = termSafe(e.Agent), termSafe(e.State), termSafe(e.CallID)
+	e.Output = termSafe(e.Output)
 	return e
 }
