@@ -9,8 +9,9 @@ set -euo pipefail
 
 # debootstrap + busybox-static build the images offline (from Debian's
 # archive or a local mirror); git and make run the tests; ca-certificates
-# lets debootstrap verify an https mirror.
-packages=(debootstrap busybox-static ca-certificates git make)
+# lets debootstrap verify an https mirror; tmux drives the interactive
+# chat test in a real pseudo-terminal.
+packages=(debootstrap busybox-static ca-certificates git make tmux)
 
 # dpkg-query answers for the exact package; `command -v` would miss
 # busybox-static behind a dynamic busybox.
