@@ -253,6 +253,7 @@ func (o *Orchestrator) sandboxSpec(t *store.Task, name string) sandbox.Spec {
 	if t.Image != "" {
 		spec.Image = t.Image
 	}
+	applyEnvironment(&spec, t.Environment)
 	spec.Name = name + "-" + strconv.FormatInt(time.Now().UnixNano()%100000, 10)
 	return spec
 }

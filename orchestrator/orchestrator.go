@@ -53,6 +53,9 @@ type Options struct {
 	// their own worktrees and sandboxes, as many at once as the model
 	// server has slots.
 	SubAgents bool
+	// Environment configures project environments (toolchain images and
+	// dependency caches).
+	Environment EnvironmentOptions
 }
 
 // Orchestrator runs and manages tasks of one state directory.

@@ -99,7 +99,7 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	branch := t.Branch + "-sub-" + round + "-" + st.Name
 	// The sub-agent's sandbox belongs to the task (its label) but works on
 	// the sub-agent's own worktree.
-	child := &store.Task{ID: t.ID, Worktree: o.worktreePath(id), Image: t.Image}
+	child := &store.Task{ID: t.ID, Worktree: o.worktreePath(id), Image: t.Image, Environment: t.Environment}
 	unlock, err := repo.Lock(ctx, o.lockDir())
 	if err != nil {
 		return fail("%v", err)

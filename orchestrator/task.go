@@ -101,6 +101,13 @@ func (o *Orchestrator) NewTask(ctx context.Context, opts TaskOptions) (_ *Run, e
 	if err := o.preflightSandbox(ctx, image); err != nil {
 		return nil, err
 	}
+	env, envImage, err := o.prepareEnvironment(ctx, repo, base.Commit)
+	if err != nil {
+		return nil, err
+	}
+	if env != nil {
+		image = envImage
+	}
 	ep, err := o.openLLM(ctx, opts.LLM, opts.Model)
 	if err != nil {
 		return nil, err
@@ -138,7 +145,7 @@ func (o *Orchestrator) NewTask(ctx context.Context, opts TaskOptions) (_ *Run, e
 		Repo: repo.Root, RepoGitDir: repo.CommonDir,
 		BaseRef: base.Ref, BaseBranch: base.Branch, BaseCommit: base.Commit, StartCommit: base.Commit,
 		Branch: "agent/" + Slug(prompt) + "-" + id,
-		Image:  image, LLM: opts.LLM, Model: ep.model, PID: os.Getpid(),
+		Image:  image, Environment: env, LLM: opts.LLM, Model: ep.model, PID: os.Getpid(),
 		Session: o.sessionPath(id), Events: o.eventsPath(id),
 		Created: now,
 	}

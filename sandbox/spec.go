@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -79,6 +80,35 @@ type Spec struct {
 	// the socket is mounted read-only and a forwarder on the container's
 	// loopback is the only way out, through the policy-enforcing proxy.
 	EgressDir string
+	// Mounts are extra host directories (a repository's dependency caches)
+	// bind-mounted at absolute targets under CacheRoot. None by default.
+	Mounts []Mount
+}
+
+// CacheRoot is the only place extra mounts may appear in a sandbox: a
+// target anywhere else could shadow the workspace, the toolbox, the egress
+// socket or a system directory.
+const CacheRoot = "/cache"
+
+// Mount is one extra bind mount of a host directory.
+type Mount struct {
+	Source   string
+	Target   string
+	ReadOnly bool
+}
+
+func (m Mount) check() error {
+	if !filepath.IsAbs(m.Source) {
+		return fmt.Errorf("mount source %q must be an absolute host path", m.Source)
+	}
+	if fi, err := os.Lstat(m.Source); err != nil || !fi.IsDir() {
+		return fmt.Errorf("mount source %s must be an existing directory (not a symlink)", m.Source)
+	}
+	t := path.Clean(m.Target)
+	if t != m.Target || !strings.HasPrefix(t, CacheRoot+"/") {
+		return fmt.Errorf("mount target %q must be a clean path under %s", m.Target, CacheRoot)
+	}
+	return nil
 }
 
 // withDefaults fills zero fields and validates what can be checked without
@@ -133,6 +163,11 @@ func (s Spec) withDefaults() (Spec, error) {
 	}
 	if s.User != "" {
 		if _, _, err := parseUser(s.User); err != nil {
+			return s, err
+		}
+	}
+	for _, m := range s.Mounts {
+		if err := m.check(); err != nil {
 			return s, err
 		}
 	}
@@ -279,6 +314,9 @@ func containerConfig(s Spec, user UserChoice) (*container.Config, *container.Hos
 			{Type: mount.TypeBind, Source: s.Toolbox, Target: ToolboxPath, ReadOnly: true},
 		},
 		LogConfig: container.LogConfig{Type: "none"},
+	}
+	for _, m := range s.Mounts {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
 	if s.EgressDir != "" {
 		if err := ApplyEgress(cfg, hc, s.EgressDir); err != nil {

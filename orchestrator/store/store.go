@@ -106,6 +106,9 @@ type Task struct {
 
 	SandboxID string `json:"sandbox_id,omitempty"`
 	Image     string `json:"image,omitempty"`
+	// Environment is the project environment the sandbox runs in (its
+	// image is Image), when the repository or the user defines one.
+	Environment *Environment `json:"environment,omitempty"`
 	Session   string `json:"session,omitempty"` // transcript (JSONL)
 	Events    string `json:"events,omitempty"`  // event log (JSONL)
 	LLM       string `json:"llm,omitempty"`     // endpoint URL or script:FILE
@@ -146,6 +149,26 @@ type Network struct {
 	Allowed   int      `json:"allowed"`
 	Denied    int      `json:"denied"`
 	EgressLog string   `json:"egress_log,omitempty"`
+}
+
+// Environment records a task's project environment: what its sandboxes
+// add to the image (variables, dependency-cache mounts).
+type Environment struct {
+	Hash   string       `json:"hash"`
+	Source string       `json:"source"` // where the definition came from
+	Env    []string     `json:"env,omitempty"`
+	Mounts []CacheMount `json:"mounts,omitempty"`
+	// Reused is set when the image was already built; BuildMS is the time
+	// spent making it present.
+	Reused  bool  `json:"reused"`
+	BuildMS int64 `json:"build_ms"`
+}
+
+// CacheMount is a dependency cache mounted into the task's sandboxes.
+type CacheMount struct {
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"read_only,omitempty"`
 }
 
 // ErrNotFound: no task has that id.

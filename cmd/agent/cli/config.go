@@ -25,6 +25,7 @@ type Config struct {
 	LLM      LLMConfig     `mapstructure:"llm"`
 	Agent    AgentConfig   `mapstructure:"agent"`
 	Images   ImagesConfig  `mapstructure:"images"`
+	Env      EnvConfig     `mapstructure:"env"`
 
 	// Warnings are problems found while loading that did not stop it (keys
 	// a project config may not set).
@@ -94,6 +95,29 @@ type ImagesConfig struct {
 	Mirror string `mapstructure:"mirror"`
 }
 
+// EnvConfig configures project environments. A repository's config cannot
+// set any of it (env.* is not among projectKeys).
+type EnvConfig struct {
+	// Off ignores environment definitions: tasks use sandbox.image alone.
+	Off bool `mapstructure:"off"`
+	// Egress lists the hosts environment setup steps may reach through the
+	// logged proxy (e.g. an internal module proxy or package index).
+	Egress []string `mapstructure:"egress"`
+	// DefaultFile is an environment.yaml used for repositories without one.
+	DefaultFile string `mapstructure:"default_file"`
+	// Repos replace a repository's own environment file with the user's.
+	Repos []EnvRepoConfig `mapstructure:"repos"`
+	// SeedHostCaches mounts the host's Go module cache read-only into
+	// sandboxes as a last-resort module source.
+	SeedHostCaches bool `mapstructure:"seed_host_caches"`
+}
+
+// EnvRepoConfig names the environment file of one checkout.
+type EnvRepoConfig struct {
+	Repo string `mapstructure:"repo"`
+	File string `mapstructure:"file"`
+}
+
 func setDefaults(v *viper.Viper) {
 	v.SetDefault("state_dir", defaultStateDir())
 	v.SetDefault("sandbox.image", "agent/sandbox:latest")
@@ -122,6 +146,10 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("agent.hooks.pre_tool", []string{})
 	v.SetDefault("agent.hooks.post_tool", []string{})
 	v.SetDefault("images.mirror", "")
+	v.SetDefault("env.off", false)
+	v.SetDefault("env.egress", []string{})
+	v.SetDefault("env.default_file", "")
+	v.SetDefault("env.seed_host_caches", false)
 }
 
 func defaultStateDir() string {

@@ -105,6 +105,7 @@ review. It never touches your checkout without your consent.
 		NewCmdLLM(f),
 		NewCmdCompose(f),
 		NewCmdBench(f),
+		NewCmdEnv(f),
 	)
 	root.AddCommand(taskCommands(f)...)
 	// Unknown sub-commands and wrong argument counts are usage errors.

@@ -194,7 +194,12 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 	if err != nil {
 		return nil, nil, fmt.Errorf("configuration sandbox.egress: %w", err)
 	}
+	envOpts, err := environmentOptions(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
 	o, err := orchestrator.New(orchestrator.Options{
+		Environment:   envOpts,
 		StateDir:      cfg.StateDir,
 		Engine:        func(ctx context.Context) (*sandbox.Engine, error) { return sandboxEngine(ctx, f) },
 		Sandbox:       spec,
