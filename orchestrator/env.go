@@ -260,4 +260,3 @@ func dockerClient() (*client.Client, error) {
 	}
 	return c, nil
 }
-

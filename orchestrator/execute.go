@@ -451,7 +451,7 @@ func (r *Run) recorder(save func()) (event.Sink, func()) {
 				if len(t.Commands) < store.MaxCommands {
 					t.Commands = append(t.Commands, store.Command{
 						Command: cmd, ExitCode: e.ExitCode, TimedOut: e.TimedOut, OOMKilled: e.OOMKill,
-						DurationMS: e.Duration.Milliseconds(),
+						DurationMS: e.Duration.Milliseconds(), Missing: missingProgram(e),
 					})
 				}
 				save()

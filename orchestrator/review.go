@@ -150,6 +150,7 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 	} else if !rv.Tests.Passed {
 		rv.Warnings = append(rv.Warnings, "the last test run failed: "+rv.Tests.Command)
 	}
+	rv.Warnings = append(rv.Warnings, environmentWarnings(t, rv.Tests)...)
 	return rv, nil
 }
 

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/localagent/agent/agent"
+	"github.com/localagent/agent/orchestrator/environment"
 	"github.com/localagent/agent/sandbox"
+	"github.com/localagent/agent/sandbox/toolbox"
 )
 
 // sandboxWorkspace is the agent's Workspace over a sandbox: every tool call
@@ -30,8 +32,15 @@ func (w sandboxWorkspace) Call(ctx context.Context, tool string, args json.RawMe
 	if err != nil {
 		return agent.ToolResult{}, err
 	}
+	out := resp.Output
+	if tool == toolbox.ToolBash && resp.ExitCode != nil && *resp.ExitCode == 127 {
+		// The command (or a program it ran) is not in the image: say which
+		// and how to add it, so the model does not guess and the user
+		// knows what to change.
+		out += "\n" + environment.MissingNote(resp.Output)
+	}
 	return agent.ToolResult{
-		Output:    resp.Output,
+		Output:    out,
 		IsError:   resp.IsError,
 		ExitCode:  resp.ExitCode,
 		TimedOut:  resp.TimedOut,

@@ -258,7 +258,18 @@ func (b *Builder) installPackages(ctx context.Context, req *Request, base, img s
 	if err != nil {
 		return err
 	}
-	pol, err := policy.ParseEgress([]string{rule})
+	// The mirror is the user's choice, and an internal one usually has a
+	// private address, which the proxy refuses unless a rule names it:
+	// name the addresses the host resolves it to.
+	rules := []string{rule}
+	if host, port, err := net.SplitHostPort(rule); err == nil {
+		if addrs, err := net.DefaultResolver.LookupHost(ctx, host); err == nil {
+			for _, a := range addrs {
+				rules = append(rules, net.JoinHostPort(a, port))
+			}
+		}
+	}
+	pol, err := policy.ParseEgress(rules)
 	if err != nil {
 		return err
 	}

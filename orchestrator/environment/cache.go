@@ -35,7 +35,7 @@ type ecosystem struct {
 var ecosystems = map[string]ecosystem{
 	Go: {dir: "go", env: []string{"GOMODCACHE=/cache/go/mod", "GOCACHE=/cache/go/build", "GOTOOLCHAIN=local"},
 		files: []string{"go.mod", "go.work"}, debian: []string{"golang"}},
-	Python: {dir: "pip", env: []string{"PIP_CACHE_DIR=/cache/pip"},
+	Python: {dir: "pip", env: []string{"PIP_CACHE_DIR=/cache/pip", "PYTHONPYCACHEPREFIX=/tmp/pycache"},
 		files: []string{"pyproject.toml", "requirements*.txt", "setup.py", "setup.cfg", "Pipfile", "*.py"}, debian: []string{"python3"}},
 	Node: {dir: "npm", env: []string{"npm_config_cache=/cache/npm"},
 		files: []string{"package.json"}, debian: []string{"nodejs", "npm"}},

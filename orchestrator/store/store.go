@@ -76,6 +76,8 @@ type Command struct {
 	TimedOut   bool   `json:"timed_out,omitempty"`
 	OOMKilled  bool   `json:"oom_killed,omitempty"`
 	DurationMS int64  `json:"duration_ms"`
+	// Missing is the program an exit-127 command could not find.
+	Missing string `json:"missing,omitempty"`
 }
 
 // MaxCommands caps the commands kept in a record.
@@ -109,11 +111,11 @@ type Task struct {
 	// Environment is the project environment the sandbox runs in (its
 	// image is Image), when the repository or the user defines one.
 	Environment *Environment `json:"environment,omitempty"`
-	Session   string `json:"session,omitempty"` // transcript (JSONL)
-	Events    string `json:"events,omitempty"`  // event log (JSONL)
-	LLM       string `json:"llm,omitempty"`     // endpoint URL or script:FILE
-	Model     string `json:"model,omitempty"`
-	PID       int    `json:"pid,omitempty"`
+	Session     string       `json:"session,omitempty"` // transcript (JSONL)
+	Events      string       `json:"events,omitempty"`  // event log (JSONL)
+	LLM         string       `json:"llm,omitempty"`     // endpoint URL or script:FILE
+	Model       string       `json:"model,omitempty"`
+	PID         int          `json:"pid,omitempty"`
 
 	Created  time.Time `json:"created"`
 	Updated  time.Time `json:"updated"`

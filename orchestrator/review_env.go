@@ -1,0 +1,53 @@
+package orchestrator
+
+import (
+	"fmt"
+	"regexp"
+
+	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/orchestrator/environment"
+	"github.com/localagent/agent/orchestrator/store"
+)
+
+// missingProgram is the program an exit-127 bash call could not find,
+// from the first line of its output.
+func missingProgram(e event.Event) string {
+	if e.ExitCode == nil || *e.ExitCode != 127 {
+		return ""
+	}
+	if p := environment.MissingProgram(e.Text); p != "" {
+		return p
+	}
+	return "?"
+}
+
+// claimsPassing matches a final message that says the tests pass.
+var claimsPassing = regexp.MustCompile(`(?i)\b(all\s+)?(the\s+)?(unit\s+)?tests?\s+(now\s+|all\s+)?(pass(es|ed|ing)?|succeed(s|ed)?|are\s+(passing|green|ok))\b|\btests?:\s*(pass|ok)\b`)
+
+// environmentWarnings are the review's notes about the sandbox's
+// toolchain: programs that were missing (exit 127), and a final message
+// that claims passing tests the recorded runs contradict.
+func environmentWarnings(t *store.Task, tests *TestRun) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, c := range t.Commands {
+		if c.Missing == "" || seen[c.Missing] {
+			continue
+		}
+		seen[c.Missing] = true
+		if c.Missing == "?" {
+			out = append(out, fmt.Sprintf("%q exited 127 (a program was not found in the sandbox): add the Debian package that provides it to packages: in %s", c.Command, environment.File))
+			continue
+		}
+		out = append(out, fmt.Sprintf("%q exited 127: %s", c.Command, environment.MissingNote("sh: 1: " + c.Missing + ": not found")[len("note: "):]))
+	}
+	if claimsPassing.MatchString(t.Result) {
+		switch {
+		case tests == nil:
+			out = append(out, "the agent's final message says the tests pass, but it ran no test command")
+		case !tests.Passed:
+			out = append(out, fmt.Sprintf("the agent's final message says the tests pass, but its last test run (%s) failed", tests.Command))
+		}
+	}
+	return out
+}
