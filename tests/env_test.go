@@ -1,0 +1,338 @@
+package tests
+
+import (
+	"archive/zip"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+
+	"github.com/localagent/agent/orchestrator/store"
+	"github.com/localagent/agent/sandbox"
+)
+
+// Environment tests. The ones that install real Debian packages (python3,
+// golang-go) from the configured mirror take about a minute each on a cold
+// machine and need the mirror reachable from the host: they run only with
+// AGENT_ENV_TESTS=1 (`make test-env`).
+
+func requireEnvTests(t *testing.T) {
+	t.Helper()
+	if os.Getenv("AGENT_ENV_TESTS") != "1" {
+		t.Skip("installs Debian packages from the mirror (about a minute): set AGENT_ENV_TESTS=1")
+	}
+}
+
+// removeLabelledImagesOnCleanup removes, when the test ends, exactly the
+// images carrying sandbox.LabelTest=value (environment images built by it).
+func removeLabelledImagesOnCleanup(t *testing.T, c *client.Client, value string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		imgs, err := c.ImageList(ctx, image.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelTest+"="+value))})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, im := range imgs {
+			_, _ = c.ImageRemove(ctx, im.ID, image.RemoveOptions{Force: true, PruneChildren: true})
+		}
+	})
+}
+
+// writeRepo makes a git repository with files and one commit.
+func writeRepo(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "repo")
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	Git(t, dir, "init", "-q", "-b", "main")
+	Git(t, dir, "add", "-A")
+	Git(t, dir, "commit", "-q", "-m", "init")
+	return dir
+}
+
+func writeUserConfig(t *testing.T, e *AgentEnv, text string) {
+	t.Helper()
+	for _, kv := range e.Env {
+		if d, ok := strings.CutPrefix(kv, "XDG_CONFIG_HOME="); ok {
+			p := filepath.Join(d, "agent", "config.yaml")
+			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatal("no XDG_CONFIG_HOME")
+}
+
+// TestEnvSetupNetworkIsTheUsers: a repository whose environment asks for a
+// host its user did not allow is refused before anything is built; the
+// control run, with the user allowing that host, builds.
+func TestEnvSetupNetworkIsTheUsers(t *testing.T) {
+	c := RequireEngine(t)
+	e := NewAgentEnv(t, c)
+	removeLabelledImagesOnCleanup(t, c, e.Label)
+	repo := writeRepo(t, map[string]string{
+		"README": "x\n",
+		".agent/environment.yaml": "setup: [\"echo setup ran\"]\nnetwork: [exfil.example.com]\n",
+	})
+	code, _, stderr := e.Run(repo, "task", "--llm", "script:"+writeScript(t, "turns:\n  - text: done\n"), "--approve", "discard", e.LabelFlag(), "do nothing")
+	if code == 0 || !strings.Contains(stderr, "exfil.example.com") || !strings.Contains(stderr, "does not allow") {
+		t.Fatalf("exit %d, want a refusal naming the host; stderr:\n%s", code, stderr)
+	}
+	if ts, _ := taskStore(t, e.StateDir).List(); len(ts) != 0 {
+		t.Fatalf("a refused environment still created %d task(s)", len(ts))
+	}
+
+	// Control: the same repository, with the user allowing the host.
+	writeUserConfig(t, e, "env:\n  egress: [exfil.example.com]\n")
+	code, _, stderr = e.Run(repo, "task", "--llm", "script:"+writeScript(t, "turns:\n  - text: done\n"), "--approve", "discard", e.LabelFlag(), "do nothing")
+	if code != 0 || strings.Contains(stderr, "does not allow") {
+		t.Fatalf("control: exit %d with the host allowed; stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "setup 1/1") {
+		t.Fatalf("control: setup did not run; stderr:\n%s", stderr)
+	}
+}
+
+// taskRecord returns the record of the newest task.
+func newestTask(t *testing.T, stateDir string) *store.Task {
+	t.Helper()
+	ts, err := taskStore(t, stateDir).List()
+	if err != nil || len(ts) == 0 {
+		t.Fatalf("no task: %v", err)
+	}
+	newest := ts[0]
+	for _, x := range ts {
+		if x.Created.After(newest.Created) {
+			newest = x
+		}
+	}
+	return newest
+}
+
+func commandDuration(t *testing.T, tk *store.Task, prefix string) (time.Duration, int) {
+	t.Helper()
+	for _, c := range tk.Commands {
+		if strings.HasPrefix(c.Command, prefix) {
+			code := -1
+			if c.ExitCode != nil {
+				code = *c.ExitCode
+			}
+			return time.Duration(c.DurationMS) * time.Millisecond, code
+		}
+	}
+	t.Fatalf("task %s ran no %q: %+v", tk.ID, prefix, tk.Commands)
+	return 0, 0
+}
+
+// TestEnvPython: a Python package tested with Debian's python3-pytest in a
+// sandbox without network; a command missing from the image gets a note
+// naming it, in the tool result and in the review.
+func TestEnvPython(t *testing.T) {
+	requireEnvTests(t)
+	c := RequireEngine(t)
+	e := NewAgentEnv(t, c)
+	e.Env = append(e.Env, "AGENT_SANDBOX_IMAGE=agent/sandbox:latest")
+	removeLabelledImagesOnCleanup(t, c, e.Label)
+	repo := writeRepo(t, map[string]string{
+		"calc/__init__.py":        "def add(a, b):\n    return a + b\n",
+		"tests/test_calc.py":      "from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+		".agent/environment.yaml": "packages: [python3, python3-pytest]\n",
+	})
+	script := writeScript(t, `turns:
+  - tool_calls:
+      - {name: bash, arguments: {command: "python3 -m pytest -q"}}
+  - expect: {last_role: tool, tool_result_contains: "1 passed"}
+    tool_calls:
+      - {name: bash, arguments: {command: "go version"}}
+  - expect: {last_role: tool, tool_result_contains: "golang-go"}
+    text: "All tests pass."
+`)
+	start := time.Now()
+	code, stdout, stderr := e.Run(repo, "task", "--llm", "script:"+script, "--approve", "keep", "--json", e.LabelFlag(), "run the tests")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	t.Logf("first task (environment built): %s", time.Since(start).Round(time.Millisecond))
+	tk := newestTask(t, e.StateDir)
+	if tk.Environment == nil || tk.Environment.Reused {
+		t.Fatalf("the first task did not build its environment: %+v", tk.Environment)
+	}
+	if _, code := commandDuration(t, tk, "python3 -m pytest"); code != 0 {
+		t.Fatalf("pytest exited %d", code)
+	}
+	var rv struct {
+		Review struct {
+			Tests    struct{ Passed bool } `json:"tests"`
+			Warnings []string              `json:"warnings"`
+		} `json:"review"`
+	}
+	for _, line := range strings.Split(stdout, "\n") {
+		if strings.Contains(line, `"review"`) {
+			_ = json.Unmarshal([]byte(line), &rv)
+		}
+	}
+	if !strings.Contains(stderr+stdout, "golang-go") {
+		t.Fatalf("the 127 note does not name the package:\n%s\n%s", stdout, stderr)
+	}
+	_ = rv
+
+	// Second task: the image is reused, nothing is rebuilt.
+	start = time.Now()
+	code, _, stderr = e.Run(repo, "task", "--llm", "script:"+script, "--approve", "keep", e.LabelFlag(), "run the tests again")
+	if code != 0 {
+		t.Fatalf("second task: exit %d\n%s", code, stderr)
+	}
+	t.Logf("second task (environment reused): %s", time.Since(start).Round(time.Millisecond))
+	tk2 := newestTask(t, e.StateDir)
+	if tk2.Environment == nil || !tk2.Environment.Reused || tk2.Image != tk.Image {
+		t.Fatalf("second task did not reuse %s: %+v image %s", tk.Image, tk2.Environment, tk2.Image)
+	}
+	if !strings.Contains(stderr, "Tests: passed") || !strings.Contains(stderr, `"go version" exited 127`) {
+		t.Fatalf("review lacks the test result or the 127 note:\n%s", stderr)
+	}
+}
+
+// goProxy serves one module, example.com/greet v1.0.0, the way a module
+// proxy does, on loopback; it returns its host:port.
+func goProxy(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	mod := filepath.Join(dir, "example.com", "greet", "@v")
+	if err := os.MkdirAll(mod, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"list":        "v1.0.0\n",
+		"v1.0.0.info": `{"Version":"v1.0.0","Time":"2024-01-01T00:00:00Z"}`,
+		"v1.0.0.mod":  "module example.com/greet\n\ngo 1.19\n",
+	}
+	for n, c := range files {
+		if err := os.WriteFile(filepath.Join(mod, n), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	zf, err := os.Create(filepath.Join(mod, "v1.0.0.zip"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(zf)
+	for n, c := range map[string]string{
+		"go.mod":   files["v1.0.0.mod"],
+		"greet.go": "package greet\n\n// Hello greets name.\nfunc Hello(name string) string { return \"Hello, \" + name }\n",
+	} {
+		w, _ := zw.Create("example.com/greet@v1.0.0/" + n)
+		_, _ = w.Write([]byte(c))
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	zf.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.FileServer(http.Dir(dir)), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
+}
+
+// TestEnvGo: a Go module whose dependency comes from a module proxy only
+// setup can reach (through the user's env.egress); the task's sandbox has
+// no network and runs `go test ./...` from the warm dependency cache. The
+// second task reuses the image and the build cache.
+func TestEnvGo(t *testing.T) {
+	requireEnvTests(t)
+	c := RequireEngine(t)
+	e := NewAgentEnv(t, c)
+	e.Env = append(e.Env, "AGENT_SANDBOX_IMAGE=agent/sandbox:latest")
+	removeLabelledImagesOnCleanup(t, c, e.Label)
+	proxy := goProxy(t)
+
+	// go.sum from the same proxy, by the host's go.
+	gomod := "module example.com/app\n\ngo 1.19\n\nrequire example.com/greet v1.0.0\n"
+	sumDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(sumDir, "go.mod"), []byte(gomod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "mod", "download", "example.com/greet")
+	cmd.Dir = sumDir
+	cmd.Env = append(os.Environ(), "GOPROXY=http://"+proxy, "GOSUMDB=off", "GOFLAGS=-mod=mod", "GOMODCACHE="+filepath.Join(sumDir, "cache"), "GOTOOLCHAIN=local")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go mod download on the host: %v\n%s", err, out)
+	}
+	gosum, err := os.ReadFile(filepath.Join(sumDir, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = exec.Command("chmod", "-R", "u+w", sumDir).Run() })
+
+	repo := writeRepo(t, map[string]string{
+		"go.mod": gomod,
+		"go.sum": string(gosum),
+		"app.go": "package app\n\nimport \"example.com/greet\"\n\nfunc Greeting() string { return greet.Hello(\"world\") }\n",
+		"app_test.go": "package app\n\nimport \"testing\"\n\nfunc TestGreeting(t *testing.T) {\n\tif g := Greeting(); g != \"Hello, world\" {\n\t\tt.Fatal(g)\n\t}\n}\n",
+		".agent/environment.yaml": "packages: [golang-go]\nsetup: [go mod download]\nenv: {GOPROXY: \"http://" + proxy + "\", GOSUMDB: \"off\"}\nnetwork: [\"" + proxy + "\"]\n",
+	})
+	writeUserConfig(t, e, "env:\n  egress: [\""+proxy+"\"]\n")
+	script := writeScript(t, `turns:
+  - tool_calls:
+      - {name: bash, arguments: {command: "go test ./..."}}
+  - expect: {last_role: tool, tool_result_contains: "ok"}
+    text: "The tests pass."
+`)
+	start := time.Now()
+	code, _, stderr := e.Run(repo, "task", "--llm", "script:"+script, "--approve", "keep", e.LabelFlag(), "run the tests")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	first := time.Since(start)
+	tk := newestTask(t, e.StateDir)
+	d1, code1 := commandDuration(t, tk, "go test")
+	if code1 != 0 || !strings.Contains(stderr, "Tests: passed") {
+		t.Fatalf("go test exited %d\n%s", code1, stderr)
+	}
+	if len(tk.Network.Allow) != 0 {
+		t.Fatalf("the task's sandbox had network: %v", tk.Network.Allow)
+	}
+
+	start = time.Now()
+	code, _, stderr = e.Run(repo, "task", "--llm", "script:"+script, "--approve", "keep", e.LabelFlag(), "run the tests again")
+	if code != 0 {
+		t.Fatalf("second task: exit %d\n%s", code, stderr)
+	}
+	second := time.Since(start)
+	tk2 := newestTask(t, e.StateDir)
+	d2, code2 := commandDuration(t, tk2, "go test")
+	if code2 != 0 || tk2.Environment == nil || !tk2.Environment.Reused {
+		t.Fatalf("second task: go test exit %d, environment %+v", code2, tk2.Environment)
+	}
+	t.Logf("task 1: %s (environment built in %d ms), go test %s; task 2: %s (environment reused, %d ms), go test %s",
+		first.Round(time.Millisecond), tk.Environment.BuildMS, d1, second.Round(time.Millisecond), tk2.Environment.BuildMS, d2)
+	if d2 >= d1 {
+		t.Errorf("the second go test (%s) was not faster than the first (%s): the build cache is not shared", d2, d1)
+	}
+}
