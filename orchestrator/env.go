@@ -37,6 +37,11 @@ type EnvironmentOptions struct {
 	// SeedHostCaches mounts the host's Go module cache read-only as a
 	// last-resort module source.
 	SeedHostCaches bool
+	// Include are the patterns (relative to the checkout's top) of
+	// untracked files copied from the user's checkout into each task's
+	// worktree; a repository's .agent/include proposes patterns, and only
+	// those listed here are copied.
+	Include []string
 }
 
 // applyEnvironment adds a task's environment (variables, cache mounts) to

@@ -511,6 +511,9 @@ func (o *Orchestrator) populate(ctx context.Context, t *store.Task, u sandbox.Us
 	if err := repo.Populate(ctx, wt); err != nil {
 		return err
 	}
+	if err := o.populateExtras(ctx, repo, wt, t); err != nil {
+		return err
+	}
 	if !u.Chown {
 		return nil
 	}

@@ -50,6 +50,20 @@ func removeLabelledImagesOnCleanup(t *testing.T, c *client.Client, value string)
 	})
 }
 
+// untagOnCleanup removes a repository's environment tag when the test
+// ends (its image may be a shared package image built earlier, which the
+// label cleanup above leaves alone).
+func untagOnCleanup(t *testing.T, c *client.Client, ref string) {
+	if !strings.HasPrefix(ref, "agent/env-") {
+		return
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _ = c.ImageRemove(ctx, ref, image.RemoveOptions{})
+	})
+}
+
 // writeRepo makes a git repository with files and one commit.
 func writeRepo(t *testing.T, files map[string]string) string {
 	t.Helper()
@@ -177,6 +191,7 @@ func TestEnvPython(t *testing.T) {
 	}
 	t.Logf("first task (environment built): %s", time.Since(start).Round(time.Millisecond))
 	tk := newestTask(t, e.StateDir)
+	untagOnCleanup(t, c, tk.Image)
 	if tk.Environment == nil || tk.Environment.Reused {
 		t.Fatalf("the first task did not build its environment: %+v", tk.Environment)
 	}
@@ -201,7 +216,8 @@ func TestEnvPython(t *testing.T) {
 
 	// Second task: the image is reused, nothing is rebuilt.
 	start = time.Now()
-	code, _, stderr = e.Run(repo, "task", "--llm", "script:"+script, "--approve", "keep", e.LabelFlag(), "run the tests again")
+	code, stdout, stderr = e.Run(repo, "task", "--llm", "script:"+script, "--approve", "keep", e.LabelFlag(), "run the tests again")
+	stderr += stdout
 	if code != 0 {
 		t.Fatalf("second task: exit %d\n%s", code, stderr)
 	}
@@ -216,7 +232,7 @@ func TestEnvPython(t *testing.T) {
 }
 
 // goProxy serves one module, example.com/greet v1.0.0, the way a module
-// proxy does, on loopback; it returns its host:port.
+// proxy does, on a host address; it returns its host:port.
 func goProxy(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -250,7 +266,10 @@ func goProxy(t *testing.T) string {
 		t.Fatal(err)
 	}
 	zf.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// Not on 127.0.0.1: Go (like curl) never sends a loopback URL through
+	// a proxy, and the sandbox's own loopback is not the host's. A host
+	// address stands for an internal module proxy.
+	ln, err := net.Listen("tcp", hostAddr(t)+":0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,6 +277,22 @@ func goProxy(t *testing.T) string {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String()
+}
+
+// hostAddr is a non-loopback IPv4 address of this machine.
+func hostAddr(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			return n.IP.String()
+		}
+	}
+	t.Skip("no non-loopback IPv4 address to serve the module proxy on")
+	return ""
 }
 
 // TestEnvGo: a Go module whose dependency comes from a module proxy only
@@ -305,12 +340,14 @@ func TestEnvGo(t *testing.T) {
     text: "The tests pass."
 `)
 	start := time.Now()
-	code, _, stderr := e.Run(repo, "task", "--llm", "script:"+script, "--approve", "keep", e.LabelFlag(), "run the tests")
+	code, stdout, stderr := e.Run(repo, "task", "--llm", "script:"+script, "--approve", "keep", e.LabelFlag(), "run the tests")
+	stderr += stdout
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	first := time.Since(start)
 	tk := newestTask(t, e.StateDir)
+	untagOnCleanup(t, c, tk.Image)
 	d1, code1 := commandDuration(t, tk, "go test")
 	if code1 != 0 || !strings.Contains(stderr, "Tests: passed") {
 		t.Fatalf("go test exited %d\n%s", code1, stderr)

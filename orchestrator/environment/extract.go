@@ -21,6 +21,11 @@ func ExtractTar(r io.Reader, dir string, maxBytes int64, maxEntries int) error {
 		return err
 	}
 	defer root.Close()
+	return ExtractTarRoot(r, root, maxBytes, maxEntries)
+}
+
+// ExtractTarRoot is ExtractTar into an open root.
+func ExtractTarRoot(r io.Reader, root *os.Root, maxBytes int64, maxEntries int) error {
 	tr := tar.NewReader(r)
 	var total int64
 	for n := 0; ; n++ {

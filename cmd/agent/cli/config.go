@@ -110,6 +110,10 @@ type EnvConfig struct {
 	// SeedHostCaches mounts the host's Go module cache read-only into
 	// sandboxes as a last-resort module source.
 	SeedHostCaches bool `mapstructure:"seed_host_caches"`
+	// Include are patterns of untracked files copied from the checkout
+	// into each task's worktree (a repository's .agent/include only
+	// proposes them).
+	Include []string `mapstructure:"include"`
 }
 
 // EnvRepoConfig names the environment file of one checkout.
@@ -150,6 +154,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("env.egress", []string{})
 	v.SetDefault("env.default_file", "")
 	v.SetDefault("env.seed_host_caches", false)
+	v.SetDefault("env.include", []string{})
 }
 
 func defaultStateDir() string {
