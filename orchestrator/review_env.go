@@ -24,6 +24,20 @@ func missingProgram(e event.Event) string {
 // claimsPassing matches a final message that says the tests pass.
 var claimsPassing = regexp.MustCompile(`(?i)\b(all\s+)?(the\s+)?(unit\s+)?tests?\s+(now\s+|all\s+)?(pass(es|ed|ing)?|succeed(s|ed)?|are\s+(passing|green|ok))\b|\btests?:\s*(pass|ok)\b`)
 
+var negation = regexp.MustCompile(`(?i)\b(not|never|no|cannot|can't|couldn't|could not|didn't|don't|doesn't|unable|fail\w*|until|once|if|make)\b[^.!?\n]*$`)
+
+// claimsPass reports whether a message says the tests pass, leaving out
+// "could not make the tests pass" and the like.
+func claimsPass(msg string) bool {
+	for _, m := range claimsPassing.FindAllStringIndex(msg, -1) {
+		start := max(0, m[0]-40)
+		if !negation.MatchString(msg[start:m[0]]) {
+			return true
+		}
+	}
+	return false
+}
+
 // environmentWarnings are the review's notes about the sandbox's
 // toolchain: programs that were missing (exit 127), and a final message
 // that claims passing tests the recorded runs contradict.
@@ -41,7 +55,7 @@ func environmentWarnings(t *store.Task, tests *TestRun) []string {
 		}
 		out = append(out, fmt.Sprintf("%q exited 127: %s", c.Command, environment.MissingNote("sh: 1: " + c.Missing + ": not found")[len("note: "):]))
 	}
-	if claimsPassing.MatchString(t.Result) {
+	if claimsPass(t.Result) {
 		switch {
 		case tests == nil:
 			out = append(out, "the agent's final message says the tests pass, but it ran no test command")

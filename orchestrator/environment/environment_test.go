@@ -1,0 +1,219 @@
+package environment
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	d, err := Parse([]byte("base: agent/sandbox:latest\npackages: [golang-go, make]\nsetup:\n  - go mod download\nenv: {GOFLAGS: -mod=mod}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.Packages, []string{"golang-go", "make"}) || d.Env["GOFLAGS"] != "-mod=mod" || len(d.Setup) != 1 {
+		t.Fatalf("parsed %+v", d)
+	}
+	for _, bad := range []string{
+		"packages: [\"golang-go; rm -rf /\"]\n", // not a package name
+		"packages: [\"-oAPT::x=y\"]\n",          // an apt option
+		"env: {PATH: /evil}\n",                  // reserved
+		"env: {HTTP_PROXY: http://x}\n",         // reserved
+		"env: {\"A B\": x}\n",                   // not a name
+		"lockfiles: [../../etc/passwd]\n",       // outside the repository
+		"lockfiles: [.git/config]\n",            // inside .git
+		"network: [\"a b\"]\n",                  // not a host
+		"unknown_key: 1\n",                      // strict
+		"base: \"img\\\" x\"\n",                 // quotes
+	} {
+		if _, err := Parse([]byte(bad)); err == nil {
+			t.Errorf("Parse(%q) accepted it", bad)
+		}
+	}
+	if _, err := Parse([]byte(strings.Repeat("#", MaxFileBytes+1))); err == nil {
+		t.Error("an oversized file was accepted")
+	}
+	if d, err := Parse(nil); err != nil || !d.Empty() {
+		t.Errorf("empty file: %+v %v", d, err)
+	}
+}
+
+func TestHash(t *testing.T) {
+	d := &Definition{Packages: []string{"golang-go"}, Setup: []string{"go mod download"}}
+	h := Hash(d, "sha256:base", "http://m", map[string][]byte{"go.sum": []byte("a")})
+	if h != Hash(d, "sha256:base", "http://m", map[string][]byte{"go.sum": []byte("a")}) {
+		t.Fatal("hash is not stable")
+	}
+	for name, other := range map[string]string{
+		"lock file":  Hash(d, "sha256:base", "http://m", map[string][]byte{"go.sum": []byte("b")}),
+		"base image": Hash(d, "sha256:other", "http://m", map[string][]byte{"go.sum": []byte("a")}),
+		"mirror":     Hash(d, "sha256:base", "http://n", map[string][]byte{"go.sum": []byte("a")}),
+		"definition": Hash(&Definition{Packages: []string{"golang-go", "make"}, Setup: d.Setup}, "sha256:base", "http://m", map[string][]byte{"go.sum": []byte("a")}),
+	} {
+		if other == h {
+			t.Errorf("a different %s gives the same hash", name)
+		}
+	}
+}
+
+func TestDetect(t *testing.T) {
+	files := []string{"go.mod", "go.sum", "main.go", "requirements-dev.txt", "README.md", "package.json", "Cargo.lock"}
+	if got := DetectLockfiles(files); !slices.Equal(got, []string{"Cargo.lock", "go.mod", "go.sum", "package.json", "requirements-dev.txt"}) {
+		t.Errorf("DetectLockfiles = %v", got)
+	}
+	if got := DetectEcosystems([]string{"go.mod"}, []string{"python3-pytest"}); !slices.Equal(got, []string{Go, Python}) {
+		t.Errorf("DetectEcosystems = %v", got)
+	}
+}
+
+func TestPropose(t *testing.T) {
+	read := func(name string) []byte {
+		if name == "requirements.txt" {
+			return []byte("pytest==7\n")
+		}
+		return nil
+	}
+	d := Propose([]string{"go.mod", "go.sum", "requirements.txt", "Makefile", "main.c"}, read)
+	for _, p := range []string{"golang-go", "python3", "python3-pytest", "make", "gcc"} {
+		if !slices.Contains(d.Packages, p) {
+			t.Errorf("proposal lacks %s: %v", p, d.Packages)
+		}
+	}
+	if !slices.Contains(d.Setup, "go mod download") {
+		t.Errorf("proposal lacks go mod download: %v", d.Setup)
+	}
+	if _, err := Parse([]byte(d.YAML())); err != nil {
+		t.Errorf("the proposal does not parse: %v\n%s", err, d.YAML())
+	}
+}
+
+func TestMissingProgram(t *testing.T) {
+	for out, want := range map[string]string{
+		"/bin/bash: line 1: go: command not found\n[exit code 127]": "go",
+		"sh: 1: pytest: not found":                                 "pytest",
+		"env: 'node': No such file or directory":                   "node",
+		"something else":                                           "",
+	} {
+		if got := MissingProgram(out); got != want {
+			t.Errorf("MissingProgram(%q) = %q, want %q", out, got, want)
+		}
+	}
+	if n := MissingNote("bash: line 1: go: command not found"); !strings.Contains(n, "golang-go") || !strings.Contains(n, File) {
+		t.Errorf("note %q does not say how to add go", n)
+	}
+}
+
+// evilTar holds a symlink to outside and a file written through it.
+func evilTar(t *testing.T, outside string) []byte {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	_ = tw.WriteHeader(&tar.Header{Name: "link", Typeflag: tar.TypeSymlink, Linkname: outside})
+	body := "pwned"
+	_ = tw.WriteHeader(&tar.Header{Name: "link/x", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body))})
+	_, _ = tw.Write([]byte(body))
+	_ = tw.Close()
+	return buf.Bytes()
+}
+
+// naiveExtract is what ExtractTar must not be: joining names to the
+// directory and following whatever is there.
+func naiveExtract(r io.Reader, dir string) error {
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return nil
+		}
+		p := filepath.Join(dir, h.Name)
+		switch h.Typeflag {
+		case tar.TypeSymlink:
+			_ = os.Symlink(h.Linkname, p)
+		case tar.TypeReg:
+			f, err := os.Create(p)
+			if err != nil {
+				return err
+			}
+			_, _ = io.Copy(f, tr)
+			f.Close()
+		}
+	}
+}
+
+func TestExtractTarStaysInside(t *testing.T) {
+	outside := t.TempDir()
+	// Control: the archive does escape a naive extraction.
+	naive := t.TempDir()
+	_ = naiveExtract(bytes.NewReader(evilTar(t, outside)), naive)
+	if _, err := os.Stat(filepath.Join(outside, "x")); err != nil {
+		t.Fatalf("control: the naive extraction did not write outside (%v): the test proves nothing", err)
+	}
+	os.Remove(filepath.Join(outside, "x"))
+
+	dir := t.TempDir()
+	err := ExtractTar(bytes.NewReader(evilTar(t, outside)), dir, 1<<20, 100)
+	if err == nil {
+		t.Error("ExtractTar wrote through a symlink without an error")
+	}
+	if _, err := os.Stat(filepath.Join(outside, "x")); err == nil {
+		t.Fatal("ExtractTar wrote outside its directory through a symlink")
+	}
+
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	_ = tw.WriteHeader(&tar.Header{Name: "../escape", Typeflag: tar.TypeReg, Size: 0})
+	_ = tw.Close()
+	if err := ExtractTar(&buf, t.TempDir(), 1<<20, 100); err == nil {
+		t.Error("a ../ entry was accepted")
+	}
+}
+
+func TestCachesPerRepository(t *testing.T) {
+	state := t.TempDir()
+	a := CachesFor(state, "/src/a/.git", "/src/a")
+	b := CachesFor(state, "/src/b/.git", "/src/b")
+	if a.Dir == b.Dir {
+		t.Fatal("two repositories share a cache directory")
+	}
+	mounts, env, err := a.Mounts([]string{Go, Python}, os.Getuid(), os.Getgid(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mounts) != 2 || !slices.Contains(env, "GOMODCACHE=/cache/go/mod") || !slices.Contains(env, "PIP_CACHE_DIR=/cache/pip") {
+		t.Fatalf("mounts %+v env %v", mounts, env)
+	}
+	// A symlink planted where a cache directory goes is refused.
+	if err := os.Symlink("/etc", filepath.Join(b.Dir+"-x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(b.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc", filepath.Join(b.Dir, "npm")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Mounts([]string{Node}, os.Getuid(), os.Getgid(), ""); err == nil {
+		t.Fatal("a symlinked cache directory was mounted")
+	}
+	list, err := ListCaches(state)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("ListCaches = %+v, %v", list, err)
+	}
+	if removed, err := RemoveCaches(state, a.Repo); err != nil || len(removed) != 1 {
+		t.Fatalf("RemoveCaches = %v, %v", removed, err)
+	}
+	if _, err := os.Stat("/etc/passwd"); err != nil {
+		t.Fatal("removal followed a symlink")
+	}
+}
+
+func TestMergeEnv(t *testing.T) {
+	got := MergeEnv([]string{"A=1", "B=2"}, []string{"B=3", "C=4"})
+	if !slices.Equal(got, []string{"A=1", "B=3", "C=4"}) {
+		t.Errorf("MergeEnv = %v", got)
+	}
+}
