@@ -6,7 +6,7 @@ LDFLAGS   := -s -w -X github.com/localagent/agent/cmd/agent/cli.Version=$(VERSIO
 GOTEST    ?= $(GO) test
 TESTFLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: all deps build images test test-short bench lint demo clean
+.PHONY: all deps build images test test-short test-env bench lint demo demo-python clean
 
 all: build
 
@@ -30,6 +30,11 @@ images: deps build
 test: images
 	$(GOTEST) $(TESTFLAGS) ./...
 
+# The environment tests that install real Debian packages (python3,
+# golang-go) from the configured mirror: a few minutes on a cold machine.
+test-env: images
+	AGENT_ENV_TESTS=1 $(GOTEST) $(TESTFLAGS) -run 'TestEnv' ./tests/
+
 # Unit tests only: no Docker engine needed.
 test-short:
 	$(GOTEST) -short -race -count=1 ./...
@@ -49,6 +54,12 @@ lint:
 demo: deps build
 	$(BIN)/agent images build sandbox
 	bash demo/run.sh
+
+# The same with a real toolchain: a Python package whose environment
+# (Debian's python3-pytest) is built once, then its tests run in the sandbox.
+demo-python: deps build
+	$(BIN)/agent images build sandbox
+	bash demo/run-python.sh
 
 clean:
 	rm -rf $(BIN)

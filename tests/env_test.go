@@ -108,7 +108,7 @@ func TestEnvSetupNetworkIsTheUsers(t *testing.T) {
 	e := NewAgentEnv(t, c)
 	removeLabelledImagesOnCleanup(t, c, e.Label)
 	repo := writeRepo(t, map[string]string{
-		"README": "x\n",
+		"README":                  "x\n",
 		".agent/environment.yaml": "setup: [\"echo setup ran\"]\nnetwork: [exfil.example.com]\n",
 	})
 	code, _, stderr := e.Run(repo, "task", "--llm", "script:"+writeScript(t, "turns:\n  - text: done\n"), "--approve", "discard", e.LabelFlag(), "do nothing")
@@ -326,10 +326,10 @@ func TestEnvGo(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("chmod", "-R", "u+w", sumDir).Run() })
 
 	repo := writeRepo(t, map[string]string{
-		"go.mod": gomod,
-		"go.sum": string(gosum),
-		"app.go": "package app\n\nimport \"example.com/greet\"\n\nfunc Greeting() string { return greet.Hello(\"world\") }\n",
-		"app_test.go": "package app\n\nimport \"testing\"\n\nfunc TestGreeting(t *testing.T) {\n\tif g := Greeting(); g != \"Hello, world\" {\n\t\tt.Fatal(g)\n\t}\n}\n",
+		"go.mod":                  gomod,
+		"go.sum":                  string(gosum),
+		"app.go":                  "package app\n\nimport \"example.com/greet\"\n\nfunc Greeting() string { return greet.Hello(\"world\") }\n",
+		"app_test.go":             "package app\n\nimport \"testing\"\n\nfunc TestGreeting(t *testing.T) {\n\tif g := Greeting(); g != \"Hello, world\" {\n\t\tt.Fatal(g)\n\t}\n}\n",
 		".agent/environment.yaml": "packages: [golang-go]\nsetup: [go mod download]\nenv: {GOPROXY: \"http://" + proxy + "\", GOSUMDB: \"off\"}\nnetwork: [\"" + proxy + "\"]\n",
 	})
 	writeUserConfig(t, e, "env:\n  egress: [\""+proxy+"\"]\n")

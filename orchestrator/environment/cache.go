@@ -30,10 +30,15 @@ type ecosystem struct {
 	env    []string
 	files  []string // top-level files that reveal the ecosystem
 	debian []string // package-name prefixes that do
+	// subdirs must exist before the tools run.
+	subdirs []string
 }
 
 var ecosystems = map[string]ecosystem{
-	Go: {dir: "go", env: []string{"GOMODCACHE=/cache/go/mod", "GOCACHE=/cache/go/build", "GOTOOLCHAIN=local"},
+	// GOTMPDIR: the sandbox's /tmp is mounted noexec, and go test runs
+	// the test binaries it writes there.
+	Go: {dir: "go", env: []string{"GOMODCACHE=/cache/go/mod", "GOCACHE=/cache/go/build", "GOTMPDIR=/cache/go/tmp", "GOTOOLCHAIN=local"},
+		subdirs: []string{"tmp"},
 		files: []string{"go.mod", "go.work"}, debian: []string{"golang"}},
 	Python: {dir: "pip", env: []string{"PIP_CACHE_DIR=/cache/pip", "PYTHONPYCACHEPREFIX=/tmp/pycache"},
 		files: []string{"pyproject.toml", "requirements*.txt", "setup.py", "setup.cfg", "Pipfile", "*.py"}, debian: []string{"python3"}},
@@ -126,6 +131,20 @@ func (c Caches) Mounts(ecos []string, uid, gid int, seedGo string) ([]sandbox.Mo
 			}
 		default:
 			return nil, nil, fmt.Errorf("cache %s: %w", dir, err)
+		}
+		if len(e.subdirs) > 0 {
+			// The directory is the sandbox's to write: create what is
+			// missing through a root, never through a link it planted.
+			root, err := os.OpenRoot(dir)
+			if err != nil {
+				return nil, nil, fmt.Errorf("cache %s: %w", dir, err)
+			}
+			for _, sd := range e.subdirs {
+				if err := root.Mkdir(sd, 0o700); err == nil {
+					_ = root.Lchown(sd, uid, gid)
+				}
+			}
+			root.Close()
 		}
 		mounts = append(mounts, sandbox.Mount{Source: dir, Target: sandbox.CacheRoot + "/" + e.dir})
 		env = append(env, e.env...)

@@ -95,9 +95,9 @@ func TestPropose(t *testing.T) {
 func TestMissingProgram(t *testing.T) {
 	for out, want := range map[string]string{
 		"/bin/bash: line 1: go: command not found\n[exit code 127]": "go",
-		"sh: 1: pytest: not found":                                 "pytest",
-		"env: 'node': No such file or directory":                   "node",
-		"something else":                                           "",
+		"sh: 1: pytest: not found":                                  "pytest",
+		"env: 'node': No such file or directory":                    "node",
+		"something else":                                            "",
 	} {
 		if got := MissingProgram(out); got != want {
 			t.Errorf("MissingProgram(%q) = %q, want %q", out, got, want)
