@@ -373,3 +373,46 @@ func TestEnvGo(t *testing.T) {
 		t.Errorf("the second go test (%s) was not faster than the first (%s): the build cache is not shared", d2, d1)
 	}
 }
+
+// TestTaskSubmoduleAndInclude: a task's sandbox sees the repository's
+// submodule (checked out from the local objects, nothing fetched) and the
+// untracked file the user approved, but not one only the repository asked
+// for.
+func TestTaskSubmoduleAndInclude(t *testing.T) {
+	c := RequireEngine(t)
+	e := NewAgentEnv(t, c)
+	lib := writeRepo(t, map[string]string{"lib.txt": "from the submodule\n"})
+	repo := writeRepo(t, map[string]string{"top.txt": "top\n", ".gitignore": ".env\nlocal.conf\n", ".agent/include": ".env\nlocal.conf\n"})
+	Git(t, repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, "vendor/lib")
+	Git(t, repo, "commit", "-q", "-m", "add lib")
+	for name, content := range map[string]string{".env": "APPROVED=1\n", "local.conf": "NOT_APPROVED=1\n"} {
+		if err := os.WriteFile(filepath.Join(repo, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeUserConfig(t, e, "env:\n  include: [.env]\n")
+	script := writeScript(t, `turns:
+  - tool_calls:
+      - {name: bash, arguments: {command: "cat vendor/lib/lib.txt .env; cat local.conf"}}
+  - expect: {last_role: tool, tool_result_contains: "from the submodule"}
+    text: done
+`)
+	code, stdout, stderr := e.Run(repo, "task", "--llm", "script:"+script, "--approve", "discard", e.LabelFlag(), "look")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	tk := newestTask(t, e.StateDir)
+	sess, err := os.ReadFile(tk.Session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(sess), "from the submodule") || !strings.Contains(string(sess), "APPROVED=1") {
+		t.Fatalf("the sandbox did not see the submodule or the approved file:\n%s", sess)
+	}
+	if strings.Contains(string(sess), "NOT_APPROVED") {
+		t.Fatal("a file only the repository asked for was copied")
+	}
+	if !strings.Contains(stderr, "local.conf") || !strings.Contains(stderr, "env.include") {
+		t.Errorf("no notice about the unapproved pattern:\n%s", stderr)
+	}
+}
