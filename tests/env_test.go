@@ -128,6 +128,18 @@ func TestEnvSetupNetworkIsTheUsers(t *testing.T) {
 	if !strings.Contains(stderr, "setup 1/1") {
 		t.Fatalf("control: setup did not run; stderr:\n%s", stderr)
 	}
+
+	// A setup step that reaches for a host nobody declared or allowed is
+	// stopped by the proxy, and the error names the host.
+	if err := os.WriteFile(filepath.Join(repo, ".agent", "environment.yaml"), []byte("setup: [\"wget -q -O- http://undeclared.example.com/x\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	Git(t, repo, "add", "-A")
+	Git(t, repo, "commit", "-q", "-m", "sneaky setup")
+	code, _, stderr = e.Run(repo, "task", "--llm", "script:"+writeScript(t, "turns:\n  - text: done\n"), "--approve", "discard", e.LabelFlag(), "do nothing")
+	if code == 0 || !strings.Contains(stderr, "undeclared.example.com:80") || !strings.Contains(stderr, "env.egress") {
+		t.Fatalf("exit %d, want the setup failure to name the refused host; stderr:\n%s", code, stderr)
+	}
 }
 
 // taskRecord returns the record of the newest task.

@@ -536,6 +536,9 @@ func (t *tailWriter) String() string {
 	if t.part != "" {
 		out = append(out, t.part)
 	}
+	for i, l := range out {
+		out[i] = oneLine(l)
+	}
 	return strings.Join(out, "\n")
 }
 
