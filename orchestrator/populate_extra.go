@@ -39,7 +39,70 @@ func (o *Orchestrator) populateExtras(ctx context.Context, repo *worktree.Repo, 
 	if err := o.populateSubmodules(ctx, repo, wt, t); err != nil {
 		return err
 	}
+	if err := o.populateLFS(ctx, repo, wt, t); err != nil {
+		return err
+	}
 	return o.copyIncludes(ctx, repo, wt, t)
+}
+
+// maxLFSTotal bounds the LFS contents copied into one worktree.
+const maxLFSTotal = 16 << 30
+
+// populateLFS replaces the LFS pointers of the worktree by their contents
+// where the user's repository has the objects (nothing is fetched), and
+// marks them unchanged in the worktree's index so that the task's commit
+// keeps the pointers.
+func (o *Orchestrator) populateLFS(ctx context.Context, repo *worktree.Repo, wt *worktree.Worktree, t *store.Task) error {
+	files, err := repo.LFSFiles(ctx, wt)
+	if err != nil || len(files) == 0 {
+		return err
+	}
+	root, err := os.OpenRoot(wt.Path)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	var done []string
+	var total int64
+	for _, f := range files {
+		if total += f.Size; total > maxLFSTotal {
+			o.emit(t, event.Notice, fmt.Sprintf("LFS: stopped after %d files (more than %d bytes)", len(done), int64(maxLFSTotal)))
+			break
+		}
+		if err := copyLFS(root, f); err != nil {
+			return fmt.Errorf("LFS file %s: %w", f.Path, err)
+		}
+		done = append(done, f.Path)
+	}
+	if len(done) == 0 {
+		return nil
+	}
+	if err := repo.AssumeUnchanged(ctx, wt, done); err != nil {
+		return err
+	}
+	o.emit(t, event.Notice, fmt.Sprintf("LFS: %d file(s) materialised from your repository's LFS objects (changes the agent makes to them are not committed)", len(done)))
+	return nil
+}
+
+func copyLFS(root *os.Root, f worktree.LFSFile) error {
+	in, err := os.OpenFile(f.Object, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	fi, err := root.Lstat(f.Path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("the checked-out pointer is not a regular file")
+	}
+	out, err := root.OpenFile(f.Path, os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, io.LimitReader(in, f.Size))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (o *Orchestrator) populateSubmodules(ctx context.Context, repo *worktree.Repo, wt *worktree.Worktree, t *store.Task) error {

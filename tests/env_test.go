@@ -3,12 +3,15 @@ package tests
 import (
 	"archive/zip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -426,5 +429,41 @@ func TestTaskSubmoduleAndInclude(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "local.conf") || !strings.Contains(stderr, "env.include") {
 		t.Errorf("no notice about the unapproved pattern:\n%s", stderr)
+	}
+}
+
+// TestTaskLFS: a Git LFS pointer whose object the user's repository has is
+// materialised in the task's sandbox, and the task's commit keeps the
+// pointer (git-lfs itself is not needed).
+func TestTaskLFS(t *testing.T) {
+	c := RequireEngine(t)
+	e := NewAgentEnv(t, c)
+	content := "the real LFS content\n"
+	sum := sha256.Sum256([]byte(content))
+	oid := hex.EncodeToString(sum[:])
+	pointer := "version https://git-lfs.github.com/spec/v1\noid sha256:" + oid + "\nsize " + strconv.Itoa(len(content)) + "\n"
+	repo := writeRepo(t, map[string]string{".gitattributes": "*.bin filter=lfs diff=lfs merge=lfs -text\n", "data.bin": pointer, "other.bin": strings.Replace(pointer, oid, strings.Repeat("0", 64), 1)})
+	obj := filepath.Join(repo, ".git", "lfs", "objects", oid[0:2], oid[2:4], oid)
+	if err := os.MkdirAll(filepath.Dir(obj), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(obj, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := writeScript(t, `turns:
+  - tool_calls:
+      - {name: bash, arguments: {command: "cat data.bin other.bin; echo x > new.txt"}}
+  - expect: {last_role: tool, tool_result_contains: "the real LFS content"}
+    text: done
+`)
+	code, stdout, stderr := e.Run(repo, "task", "--llm", "script:"+script, "--approve", "merge", e.LabelFlag(), "look")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	if got := Git(t, repo, "show", "HEAD:data.bin"); got+"\n" != pointer {
+		t.Fatalf("the task's commit changed the pointer:\n%s", got)
+	}
+	if !strings.Contains(Git(t, repo, "show", "--stat", "HEAD"), "new.txt") {
+		t.Fatal("the task's own change was not committed")
 	}
 }

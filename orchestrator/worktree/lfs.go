@@ -1,0 +1,125 @@
+package worktree
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// LFSFile is a Git LFS pointer checked out in a worktree whose object the
+// user's repository has (<common dir>/lfs/objects/...).
+type LFSFile struct {
+	Path   string
+	Object string // host path of the object
+	Size   int64
+}
+
+var lfsPointer = regexp.MustCompile(`\Aversion https://git-lfs\.github\.com/spec/v1\noid sha256:([0-9a-f]{64})\nsize ([0-9]+)\n`)
+
+// LFSFiles lists the worktree's files that git-lfs would materialise (the
+// "filter=lfs" attribute, a pointer blob) and whose objects are present
+// locally. Objects are never fetched. Only the index is read.
+func (r *Repo) LFSFiles(ctx context.Context, w *Worktree) ([]LFSFile, error) {
+	out, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, args: []string{"ls-files", "-z", "-s"}})
+	if err != nil {
+		return nil, fmt.Errorf("listing the worktree: %w", err)
+	}
+	type entry struct{ sha, path string }
+	var entries []entry
+	hasAttrs := false
+	for _, e := range lines(string(out), 0) {
+		meta, p, ok := strings.Cut(e, "\t")
+		f := strings.Fields(meta)
+		if !ok || len(f) != 3 || (f[0] != "100644" && f[0] != "100755") {
+			continue
+		}
+		if p == ".gitattributes" || strings.HasSuffix(p, "/.gitattributes") {
+			hasAttrs = true
+		}
+		entries = append(entries, entry{f[1], p})
+	}
+	if !hasAttrs || len(entries) == 0 {
+		return nil, nil
+	}
+	var in bytes.Buffer
+	for _, e := range entries {
+		in.WriteString(e.path + "\x00")
+	}
+	attrs, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, args: []string{"check-attr", "--cached", "-z", "--stdin", "filter"}, stdin: &in})
+	if err != nil {
+		return nil, fmt.Errorf("reading attributes: %w", err)
+	}
+	lfs := map[string]bool{}
+	parts := strings.Split(string(attrs), "\x00")
+	for i := 0; i+2 < len(parts); i += 3 {
+		if parts[i+2] == "lfs" {
+			lfs[parts[i]] = true
+		}
+	}
+	var shas bytes.Buffer
+	var cand []entry
+	for _, e := range entries {
+		if lfs[e.path] {
+			cand = append(cand, e)
+			shas.WriteString(e.sha + "\n")
+		}
+	}
+	if len(cand) == 0 {
+		return nil, nil
+	}
+	blobs, err := r.g.run(ctx, invocation{gitDir: r.CommonDir, args: []string{"cat-file", "--batch"}, stdin: &shas})
+	if err != nil {
+		return nil, fmt.Errorf("reading pointers: %w", err)
+	}
+	br := bufio.NewReader(bytes.NewReader(blobs))
+	var files []LFSFile
+	for _, e := range cand {
+		hdr, err := br.ReadString('\n')
+		if err != nil {
+			break
+		}
+		f := strings.Fields(hdr)
+		if len(f) != 3 {
+			continue
+		}
+		n, _ := strconv.Atoi(f[2])
+		body := make([]byte, n+1)
+		if _, err := io.ReadFull(br, body); err != nil {
+			break
+		}
+		m := lfsPointer.FindSubmatch(body[:n])
+		if m == nil {
+			continue
+		}
+		oid := string(m[1])
+		size, _ := strconv.ParseInt(string(m[2]), 10, 64)
+		obj := filepath.Join(r.CommonDir, "lfs", "objects", oid[0:2], oid[2:4], oid)
+		if fi, err := os.Lstat(obj); err != nil || !fi.Mode().IsRegular() || fi.Size() != size {
+			continue
+		}
+		files = append(files, LFSFile{Path: e.path, Object: obj, Size: size})
+	}
+	return files, nil
+}
+
+// AssumeUnchanged tells the worktree's index to take paths as unchanged,
+// so that files replaced by their LFS contents are not committed as
+// changes (filters are off in task worktrees: a commit would store the
+// contents instead of the pointer).
+func (r *Repo) AssumeUnchanged(ctx context.Context, w *Worktree, paths []string) error {
+	var in bytes.Buffer
+	for _, p := range paths {
+		in.WriteString(p + "\x00")
+	}
+	if _, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, args: []string{"update-index", "--assume-unchanged", "-z", "--stdin"}, stdin: &in}); err != nil {
+		return fmt.Errorf("marking LFS files: %w", err)
+	}
+	return nil
+}
