@@ -39,7 +39,7 @@ var ecosystems = map[string]ecosystem{
 	// the test binaries it writes there.
 	Go: {dir: "go", env: []string{"GOMODCACHE=/cache/go/mod", "GOCACHE=/cache/go/build", "GOTMPDIR=/cache/go/tmp", "GOTOOLCHAIN=local"},
 		subdirs: []string{"tmp"},
-		files: []string{"go.mod", "go.work"}, debian: []string{"golang"}},
+		files:   []string{"go.mod", "go.work"}, debian: []string{"golang"}},
 	Python: {dir: "pip", env: []string{"PIP_CACHE_DIR=/cache/pip", "PYTHONPYCACHEPREFIX=/tmp/pycache"},
 		files: []string{"pyproject.toml", "requirements*.txt", "setup.py", "setup.cfg", "Pipfile", "*.py"}, debian: []string{"python3"}},
 	Node: {dir: "npm", env: []string{"npm_config_cache=/cache/npm"},
