@@ -192,6 +192,13 @@ func (o *Orchestrator) BuildEnvironment(ctx context.Context, p *EnvPlan, force b
 		return environment.Result{}, err
 	}
 	defer dc.Close()
+	// One build per repository at a time: a second task waits, then finds
+	// the image the first one built.
+	unlock, err := worktree.LockFile(ctx, filepath.Join(o.lockDir(), "env-"+p.req.RepoKey+".lock"))
+	if err != nil {
+		return environment.Result{}, err
+	}
+	defer unlock()
 	req := *p.req
 	req.Force = force
 	req.Labels = labels
