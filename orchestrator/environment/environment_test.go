@@ -78,7 +78,7 @@ func TestPropose(t *testing.T) {
 		}
 		return nil
 	}
-	d := Propose([]string{"go.mod", "go.sum", "requirements.txt", "Makefile", "main.c"}, read)
+	d := Propose([]string{"go.mod", "go.sum", "requirements.txt", "Makefile", "src"}, []string{"src/main.c"}, read)
 	for _, p := range []string{"golang-go", "python3", "python3-pytest", "make", "gcc"} {
 		if !slices.Contains(d.Packages, p) {
 			t.Errorf("proposal lacks %s: %v", p, d.Packages)
@@ -86,6 +86,9 @@ func TestPropose(t *testing.T) {
 	}
 	if !slices.Contains(d.Setup, "go mod download") {
 		t.Errorf("proposal lacks go mod download: %v", d.Setup)
+	}
+	if py := Propose([]string{"calc", "tests"}, []string{"calc/__init__.py", "tests/test_calc.py"}, read); !slices.Contains(py.Packages, "python3-pytest") {
+		t.Errorf("a package directory with tests gives %v", py.Packages)
 	}
 	if _, err := Parse([]byte(d.YAML())); err != nil {
 		t.Errorf("the proposal does not parse: %v\n%s", err, d.YAML())

@@ -7,12 +7,23 @@ import (
 	"sort"
 )
 
-// Propose suggests a definition from a repository's top-level names;
-// read returns a top-level file's contents (nil when unreadable). It
+// Propose suggests a definition from a repository's top-level names and
+// (some of) its file paths at every level; read returns a top-level
+// file's contents (nil when unreadable). It
 // installs the Debian toolchain of each ecosystem found and, where a lock
 // file makes it repeatable, a setup step that fills the dependency cache.
-func Propose(files []string, read func(name string) []byte) *Definition {
+func Propose(files, all []string, read func(name string) []byte) *Definition {
 	d := &Definition{}
+	// Source files count at any depth (a package directory of .py files,
+	// C sources under src/).
+	for _, p := range all {
+		switch path.Ext(p) {
+		case ".py", ".c", ".h", ".cpp", ".cc", ".hpp":
+			if !slices.Contains(files, "*"+path.Ext(p)) {
+				files = append(files, "*"+path.Ext(p))
+			}
+		}
+	}
 	has := func(patterns ...string) bool {
 		for _, f := range files {
 			for _, p := range patterns {

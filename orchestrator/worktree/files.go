@@ -21,6 +21,22 @@ func (r *Repo) TopLevelNames(ctx context.Context, commit string) ([]string, erro
 	return lines(string(out), 0), nil
 }
 
+// TreeNames lists up to max file paths of commit's tree (all levels).
+func (r *Repo) TreeNames(ctx context.Context, commit string, max int) ([]string, error) {
+	if err := validRev(commit); err != nil {
+		return nil, err
+	}
+	out, err := r.g.run(ctx, invocation{gitDir: r.CommonDir, args: []string{"ls-tree", "-r", "-z", "--name-only", commit + "^{tree}"}})
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", commit, err)
+	}
+	names := lines(string(out), 0)
+	if len(names) > max {
+		names = names[:max]
+	}
+	return names, nil
+}
+
 // ReadFile returns the contents of path in commit's tree, read from the
 // repository's objects (never from a checkout), when it is a regular file
 // of at most max bytes. found is false when there is no such file.

@@ -235,7 +235,11 @@ func envInit(ctx context.Context, opts *EnvOptions) error {
 	if err != nil {
 		return err
 	}
-	d := environment.Propose(files, func(name string) []byte {
+	all, err := repo.TreeNames(ctx, base.Commit, 20000)
+	if err != nil {
+		return err
+	}
+	d := environment.Propose(files, all, func(name string) []byte {
 		b, _, _ := repo.ReadFile(ctx, base.Commit, name, 1<<20)
 		return b
 	})
