@@ -131,6 +131,7 @@ func TestEnvSetupNetworkIsTheUsers(t *testing.T) {
 	if !strings.Contains(stderr, "setup 1/1") {
 		t.Fatalf("control: setup did not run; stderr:\n%s", stderr)
 	}
+	untagOnCleanup(t, c, newestTask(t, e.StateDir).Image)
 
 	// A setup step that reaches for a host nobody declared or allowed is
 	// stopped by the proxy, and the error names the host.

@@ -12,10 +12,13 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/spf13/cobra"
 
 	"github.com/localagent/agent/orchestrator"
 	"github.com/localagent/agent/orchestrator/environment"
+	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/policy"
 )
@@ -326,9 +329,35 @@ func newCmdEnvCacheRm(f *Factory) *cobra.Command {
 			if len(args) == 1 {
 				key = args[0]
 			}
+			// A running task's sandboxes have the caches mounted: removing
+			// them under it would break its builds half-way.
+			if st, err := store.Open(filepath.Join(cfg.StateDir, "tasks")); err == nil {
+				tasks, _ := st.List()
+				for _, tk := range tasks {
+					k := environment.RepoKey(tk.RepoGitDir)
+					if tk.State == store.Running && (key == "" || key == k || key == tk.Repo) {
+						return fmt.Errorf("task %s of %s is running with these caches: wait for it or stop it first", tk.ID, envSafe(tk.Repo))
+					}
+				}
+			}
 			removed, err := environment.RemoveCaches(cfg.StateDir, key)
 			for _, k := range removed {
-				fmt.Fprintf(opts.IO.Out, "removed %s\n", k)
+				fmt.Fprintf(opts.IO.Out, "removed the caches of %s\n", k)
+				// The repository's environment images go too: they record
+				// that setup filled caches that are now gone.
+				if dc, derr := f.Docker(); derr == nil {
+					if imgs, lerr := dc.ImageList(context.Background(), image.ListOptions{Filters: filters.NewArgs(filters.Arg("reference", environment.RepoPrefix+k))}); lerr == nil {
+						for _, im := range imgs {
+							for _, tag := range im.RepoTags {
+								if strings.HasPrefix(tag, environment.RepoPrefix+k+":") {
+									if _, rerr := dc.ImageRemove(context.Background(), tag, image.RemoveOptions{}); rerr == nil {
+										fmt.Fprintf(opts.IO.Out, "removed %s\n", tag)
+									}
+								}
+							}
+						}
+					}
+				}
 			}
 			return err
 		},
