@@ -157,7 +157,7 @@ func (o *Orchestrator) planEnvironment(ctx context.Context, repo *worktree.Repo,
 			return exportCommit(ctx, repo, commit, dir)
 		},
 		Caches: caches, Ecosystems: environment.DetectEcosystems(files, def.Packages), User: u, SeedGo: seed,
-		Sandbox: o.opts.Sandbox, WorkDir: filepath.Join(o.opts.StateDir, "envbuild"),
+		Sandbox: o.opts.Sandbox, WorkDir: filepath.Join(o.opts.StateDir, "envbuild", environment.RepoKey(repo.CommonDir)),
 	}
 	p := &EnvPlan{Def: def, Source: source, Lockfiles: lockNames, Ecosystems: req.Ecosystems, CacheDir: caches.Dir,
 		Mirror: mirror, Egress: o.opts.Environment.Egress.String(), req: req}

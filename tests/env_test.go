@@ -16,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
+	"github.com/localagent/agent/orchestrator/environment"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/sandbox"
 )
@@ -466,5 +468,47 @@ func TestTaskLFS(t *testing.T) {
 	}
 	if !strings.Contains(Git(t, repo, "show", "--stat", "HEAD"), "new.txt") {
 		t.Fatal("the task's own change was not committed")
+	}
+}
+
+// TestEnvBuildConverges: what a killed build left (its container, its
+// temporary checkout) is removed by the next build of that repository,
+// and only that repository's.
+func TestEnvBuildConverges(t *testing.T) {
+	c := RequireEngine(t)
+	e := NewAgentEnv(t, c)
+	removeLabelledImagesOnCleanup(t, c, e.Label)
+	repo := writeRepo(t, map[string]string{".agent/environment.yaml": "setup: [\"true\"]\n"})
+	key := environment.RepoKey(filepath.Join(repo, ".git"))
+	ctx := context.Background()
+	mk := func(name string) string {
+		r, err := c.ContainerCreate(ctx, &container.Config{Image: "agent/busybox:latest", Cmd: []string{"true"},
+			Labels: map[string]string{sandbox.LabelTest: e.Label}}, &container.HostConfig{NetworkMode: "none"}, nil, nil, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.ID
+	}
+	stale := mk("agent-env-build-" + key + "-dead" + e.Label[len(e.Label)-8:])
+	other := mk("agent-env-build-000000000000-dead" + e.Label[len(e.Label)-8:])
+	staleDir := filepath.Join(e.StateDir, "envbuild", key, "setup-dead")
+	if err := os.MkdirAll(staleDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := e.Run(repo, "env", "build", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	var res struct{ Ref string }
+	_ = json.Unmarshal([]byte(stdout), &res)
+	untagOnCleanup(t, c, res.Ref)
+	if _, err := c.ContainerInspect(ctx, stale); err == nil {
+		t.Error("the stale build container is still there")
+	}
+	if _, err := c.ContainerInspect(ctx, other); err != nil {
+		t.Error("another repository's build container was removed")
+	}
+	if _, err := os.Stat(staleDir); err == nil {
+		t.Error("the stale setup directory is still there")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
@@ -57,6 +58,7 @@ type Docker interface {
 	ContainerStart(ctx context.Context, id string, opts container.StartOptions) error
 	ContainerRemove(ctx context.Context, id string, opts container.RemoveOptions) error
 	ContainerCommit(ctx context.Context, id string, opts container.CommitOptions) (container.CommitResponse, error)
+	ContainerList(ctx context.Context, opts container.ListOptions) ([]container.Summary, error)
 	ContainerExecCreate(ctx context.Context, id string, opts container.ExecOptions) (container.ExecCreateResponse, error)
 	ContainerExecAttach(ctx context.Context, execID string, opts container.ExecAttachOptions) (types.HijackedResponse, error)
 	ContainerExecInspect(ctx context.Context, execID string) (container.ExecInspect, error)
@@ -199,6 +201,9 @@ func (b *Builder) Ensure(ctx context.Context, req *Request) (Result, error) {
 	if err := os.MkdirAll(req.WorkDir, 0o700); err != nil {
 		return res, err
 	}
+	if err := b.clearStale(ctx, req); err != nil {
+		return res, err
+	}
 
 	base := req.Def.Base
 	if base == "" {
@@ -230,6 +235,45 @@ func (b *Builder) Ensure(ctx context.Context, req *Request) (Result, error) {
 	req.progress("environment %s ready in %s", ref, res.Duration.Round(100*time.Millisecond))
 	return res, nil
 }
+
+// clearStale removes what a killed build of this repository left behind:
+// its containers (found by label or name) first, so that nothing can write the
+// files any more, then its temporary checkouts and proxy directories
+// (never following a link the setup sandbox planted). The caller holds the
+// repository's build lock, so no live build owns any of it; a build is
+// thus idempotent: a kill anywhere converges on the next one.
+func (b *Builder) clearStale(ctx context.Context, req *Request) error {
+	setups, err := b.Docker.ContainerList(ctx, container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", LabelEnvRepo+"="+req.RepoKey))})
+	if err != nil {
+		return fmt.Errorf("listing stale build containers: %w", err)
+	}
+	builds, err := b.Docker.ContainerList(ctx, container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("name", "^/"+buildName(req.RepoKey)))})
+	if err != nil {
+		return fmt.Errorf("listing stale build containers: %w", err)
+	}
+	for _, c := range append(setups, builds...) {
+		if err := b.Docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("removing the stale build container %s: %w", c.ID, err)
+		}
+	}
+	entries, err := os.ReadDir(req.WorkDir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "setup-") || strings.HasPrefix(e.Name(), "egress-") {
+			if err := os.RemoveAll(filepath.Join(req.WorkDir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// buildName starts the name of a repository's package-install container.
+func buildName(repoKey string) string { return "agent-env-build-" + repoKey + "-" }
 
 // mirrorRule is the egress rule that lets apt reach the mirror and nothing
 // else.
@@ -316,7 +360,9 @@ func (b *Builder) installPackages(ctx context.Context, req *Request, base, img s
 	// does not keep them.
 	proxyEnv := slices.Clone(cfg.Env)
 	cfg.Env = nil
-	c, err := b.Docker.ContainerCreate(ctx, cfg, hc, nil, nil, "agent-env-build-"+id)
+	// Named, not labelled, by repository: the container's labels end up in
+	// the committed image and so in every task sandbox made from it.
+	c, err := b.Docker.ContainerCreate(ctx, cfg, hc, nil, nil, buildName(req.RepoKey)+id)
 	if err != nil {
 		return fmt.Errorf("creating the package container: %w", err)
 	}
@@ -428,6 +474,7 @@ func (b *Builder) setup(ctx context.Context, req *Request, img string, res Resul
 	for k, v := range req.Labels {
 		spec.Labels[k] = v
 	}
+	spec.Labels[LabelEnvRepo] = req.RepoKey
 	var mu sync.Mutex
 	var denied []string
 	if !req.Egress.Empty() {
