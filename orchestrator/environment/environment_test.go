@@ -220,3 +220,26 @@ func TestMergeEnv(t *testing.T) {
 		t.Errorf("MergeEnv = %v", got)
 	}
 }
+
+// The host's Go module cache, when seeding is on, is mounted read-only
+// and used as the module proxy of last resort.
+func TestSeedGo(t *testing.T) {
+	seed := t.TempDir()
+	c := CachesFor(t.TempDir(), "/src/a/.git", "/src/a")
+	mounts, env, err := c.Mounts([]string{Go}, os.Getuid(), os.Getgid(), seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ro bool
+	for _, m := range mounts {
+		if m.Source == seed && m.ReadOnly && m.Target == "/cache/seed-go" {
+			ro = true
+		}
+	}
+	if !ro || !slices.Contains(env, "GOPROXY=file:///cache/seed-go") {
+		t.Fatalf("mounts %+v env %v", mounts, env)
+	}
+	if _, err := os.Stat(filepath.Join(c.Dir, "go", "tmp")); err != nil {
+		t.Errorf("GOTMPDIR was not created: %v", err)
+	}
+}
