@@ -499,8 +499,13 @@ func TestEnvBuildConverges(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
+	// With --json, progress events come first, one per line; the result
+	// is the last line.
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	var res struct{ Ref string }
-	_ = json.Unmarshal([]byte(stdout), &res)
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil || res.Ref == "" {
+		t.Fatalf("no result in %q: %v", stdout, err)
+	}
 	untagOnCleanup(t, c, res.Ref)
 	if _, err := c.ContainerInspect(ctx, stale); err == nil {
 		t.Error("the stale build container is still there")
