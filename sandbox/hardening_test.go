@@ -100,7 +100,7 @@ func TestHardeningFromInspect(t *testing.T) {
 	if !slices.Contains(hc.SecurityOpt, "no-new-privileges:true") || slices.ContainsFunc(hc.SecurityOpt, func(s string) bool { return strings.Contains(s, "unconfined") }) {
 		t.Errorf("security options %v", hc.SecurityOpt)
 	}
-	if !hc.ReadonlyRootfs || hc.NetworkMode != "none" || hc.Init == nil || !*hc.Init {
+	if !hc.ReadonlyRootfs || hc.NetworkMode != "none" || hc.Init == nil || *hc.Init {
 		t.Errorf("readonly %v network %q init %v", hc.ReadonlyRootfs, hc.NetworkMode, hc.Init)
 	}
 	if hc.PidMode.IsHost() || hc.IpcMode.IsHost() || hc.UTSMode.IsHost() || hc.UsernsMode.IsHost() || hc.CgroupnsMode.IsHost() {

@@ -257,8 +257,9 @@ func containerConfig(s Spec, user UserChoice) (*container.Config, *container.Hos
 		User:       user.String(),
 		Env:        env,
 		WorkingDir: toolbox.WorkspaceRoot,
-		// The toolbox idles as the main process (under the engine's init), so
-		// any image works unchanged, with or without a shell.
+		// The toolbox idles as the main process (the container's init,
+		// not dumpable), so any image works unchanged, with or without a
+		// shell.
 		Entrypoint:      []string{ToolboxPath},
 		Cmd:             []string{"idle"},
 		Labels:          labels,
@@ -278,7 +279,12 @@ func containerConfig(s Spec, user UserChoice) (*container.Config, *container.Hos
 	}
 	tmpfsOpts := fmt.Sprintf("rw,nosuid,nodev,size=%d", s.Limits.TmpfsBytes)
 	pids := s.Limits.Pids
-	initOn := true
+	// The toolbox is the container's init (it reaps orphans and ends on
+	// SIGTERM, so stop is fast), never the engine's docker-init: that one
+	// runs as the sandbox user, is dumpable, and a command that took it over
+	// with ptrace or /proc/1/mem would run code that no kill reaches. Set
+	// explicitly, because a daemon may default "init" to true.
+	initOff := false
 	hc := &container.HostConfig{
 		// Everything the agent can do goes through exec; no capability is
 		// needed for that, so none is kept (not even CHOWN or SETUID).
@@ -300,8 +306,7 @@ func containerConfig(s Spec, user UserChoice) (*container.Config, *container.Hos
 			// across containers.
 			PidsLimit: &pids,
 		},
-		// An init reaps zombies left by killed commands and makes stop fast.
-		Init:        &initOn,
+		Init:        &initOff,
 		NetworkMode: "none",
 		// Private namespaces, stated explicitly because some daemon defaults
 		// (cgroup v1 hosts, "shareable" ipc) differ.

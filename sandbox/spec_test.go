@@ -44,8 +44,8 @@ func TestContainerConfigHardening(t *testing.T) {
 	if hc.Privileged || !hc.ReadonlyRootfs || hc.NetworkMode != "none" || !cfg.NetworkDisabled {
 		t.Errorf("privileged=%v readonly=%v network=%q disabled=%v", hc.Privileged, hc.ReadonlyRootfs, hc.NetworkMode, cfg.NetworkDisabled)
 	}
-	if hc.Init == nil || !*hc.Init {
-		t.Error("no init process")
+	if hc.Init == nil || *hc.Init {
+		t.Error("the engine's docker-init is on (or left to the daemon's default): the toolbox must be the container's init")
 	}
 	if hc.PidMode != "" || hc.UTSMode != "" || hc.UsernsMode != "" || hc.IpcMode != "private" || hc.CgroupnsMode != "private" {
 		t.Errorf("namespaces: pid=%q uts=%q userns=%q ipc=%q cgroupns=%q", hc.PidMode, hc.UTSMode, hc.UsernsMode, hc.IpcMode, hc.CgroupnsMode)

@@ -79,6 +79,11 @@ func idle(mode string, args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if os.Getpid() == 1 {
+		// The sandbox's init: orphans whose subreaper (a session) is gone
+		// end up here and must be reaped.
+		go reap(ctx)
+	}
 	if *listen == "" {
 		<-ctx.Done()
 		return 0
@@ -102,6 +107,31 @@ func idle(mode string, args []string, stderr io.Writer) int {
 	return 0
 }
 
+// reap waits for every child that exits, so that processes re-parented to
+// the sandbox's init do not stay zombies. The idle toolbox is the init
+// itself rather than a child of the engine's (docker-init): an init the
+// commands could reach, as they could docker-init, would let them run code
+// that no kill ever ends.
+func reap(ctx context.Context) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGCHLD)
+	defer signal.Stop(sigs)
+	for {
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+			if pid <= 0 || err != nil {
+				break
+			}
+		}
+		select {
+		case <-sigs:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // run runs the command and returns its exit code: 0 ok, 1 error, 2 usage.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -109,6 +139,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	mode, rest := args[0], args[1:]
+	switch mode {
+	case "idle", "forward", "serve", "call":
+		// Before anything else: the commands this process runs, and any
+		// other process of the sandbox, share its uid and must not be able
+		// to attach to it or open its /proc entries.
+		if err := toolbox.Protect(); err != nil {
+			fmt.Fprintf(stderr, "agent-toolbox %s: %v\n", mode, err)
+			return 1
+		}
+	}
 	switch mode {
 	case "idle", "forward":
 		return idle(mode, rest, stderr)

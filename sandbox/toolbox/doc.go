@@ -10,9 +10,9 @@
 // the container's mount namespace: a symlink in the workspace that points at
 // a host path reaches the container's file of that name, never the host's.
 //
-// The binary has four modes: "idle" (the container's main process, under
-// docker-init, blocking until SIGTERM; with -egress-listen/-egress-socket it
-// also runs the egress forwarder), "serve" (one long-lived exec carrying
+// The binary has four modes: "idle" (the container's main process and init,
+// reaping orphans and blocking until SIGTERM; with
+// -egress-listen/-egress-socket it also runs the egress forwarder), "serve" (one long-lived exec carrying
 // newline-delimited Request/Response frames; see Server.Serve), "call" (one
 // request per exec, the fallback; see Server.Call) and "forward" (the
 // egress forwarder alone: a TCP listener on the container's loopback
@@ -30,6 +30,10 @@
 // toolbox: a session runs at most MaxConcurrent requests at once and
 // reserves the OS threads that needs up front, its pipes wait in Go's
 // poller, and the file tools need no new process.
+//
+// Every mode first makes its process not dumpable (Protect): the commands
+// it runs share its uid, and must not be able to attach to it, write its
+// memory or open its /proc entries (the session channel is its stdout).
 //
 // Build it static (it must run in a scratch image as any unprivileged UID
 // with a read-only root filesystem):

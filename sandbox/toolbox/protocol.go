@@ -27,11 +27,22 @@ const (
 // one JSON object per line in each direction (JSON escapes newlines, so a
 // line is always a whole frame). Responses may come back out of order and are
 // matched by ID, so read-only tools can run concurrently in one session.
+//
+// The host draws each ID at random (below 2^53, so every JSON reader keeps
+// it exact) and accepts exactly one response per request it sent: a frame
+// for any other ID means something besides the toolbox wrote to the
+// session, and the host ends it.
 type Request struct {
 	ID   uint64          `json:"id"`
 	Tool string          `json:"tool"`
 	Args json.RawMessage `json:"args,omitempty"`
 }
+
+// MaxResponseBytes bounds one response frame, newline included. The
+// toolbox cuts a response's output to stay under it (outputs are capped far
+// below it anyway), and the host ends a session that sends a longer frame:
+// what the sandbox writes must never make the host grow.
+const MaxResponseBytes = 4 << 20
 
 // CancelArgs are the arguments of OpCancel.
 type CancelArgs struct {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"unicode/utf8"
 )
 
 // MaxFrameBytes caps one request frame (a write_file of a large file is the
@@ -226,14 +227,18 @@ type frameWriter struct {
 }
 
 func (fw *frameWriter) write(resp Response) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(resp); err != nil {
-		// Cannot happen for this type; answer anyway so the client does not
-		// wait forever.
-		buf.Reset()
-		fmt.Fprintf(&buf, `{"id":%d,"output":"cannot encode response","is_error":true,"duration_ms":0}`+"\n", resp.ID)
+	buf := encodeResponse(resp)
+	if buf.Len() > MaxResponseBytes {
+		// The host ends a session that sends a longer frame. Even escaped
+		// as \u00XX throughout, this much output stays well under the bound.
+		keep := min(MaxResponseBytes/8, len(resp.Output))
+		cut := len(resp.Output) - keep
+		for keep > 0 && keep < len(resp.Output) && !utf8.RuneStart(resp.Output[keep]) {
+			keep--
+		}
+		resp.Output = resp.Output[:keep] + fmt.Sprintf("\n[... %d more bytes cut: a response is at most %d bytes]\n", cut, MaxResponseBytes)
+		resp.Truncated = true
+		buf = encodeResponse(resp)
 	}
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
@@ -246,6 +251,19 @@ func (fw *frameWriter) write(resp Response) {
 			fw.onError()
 		}
 	}
+}
+
+func encodeResponse(resp Response) *bytes.Buffer {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(resp); err != nil {
+		// Cannot happen for this type; answer anyway so the client does not
+		// wait forever.
+		buf.Reset()
+		fmt.Fprintf(&buf, `{"id":%d,"output":"cannot encode response","is_error":true,"duration_ms":0}`+"\n", resp.ID)
+	}
+	return &buf
 }
 
 func (fw *frameWriter) failure() error {

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // session is a Serve running over io.Pipes, as the sandbox drives it over a
@@ -333,5 +335,54 @@ func TestServeBoundsConcurrency(t *testing.T) {
 	}()
 	for range 2 * MaxConcurrent {
 		ts.recv()
+	}
+}
+
+// A response whose frame would pass MaxResponseBytes (the host ends a
+// session that sends one) is cut to fit and marked truncated, even when
+// every byte of the output needs escaping. Control: the same response
+// encoded as is is over the bound.
+func TestResponseFrameStaysUnderBound(t *testing.T) {
+	big := Response{ID: 7, Output: strings.Repeat("\x01é", MaxResponseBytes/2)}
+	if n := encodeResponse(big).Len(); n <= MaxResponseBytes {
+		t.Fatalf("control: the unbounded frame is only %d bytes", n)
+	}
+	var buf bytes.Buffer
+	fw := &frameWriter{w: &buf}
+	fw.write(big)
+	if buf.Len() > MaxResponseBytes {
+		t.Fatalf("frame of %d bytes, bound %d", buf.Len(), MaxResponseBytes)
+	}
+	var got Response
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != 7 || !got.Truncated || !strings.Contains(got.Output, "more bytes cut") || !utf8.ValidString(got.Output) {
+		t.Errorf("cut response: id %d truncated %v valid %v tail %q", got.ID, got.Truncated, utf8.ValidString(got.Output), got.Output[len(got.Output)-80:])
+	}
+}
+
+// Protect leaves the process not dumpable: what keeps the commands it runs
+// from attaching to it. Control: a process is dumpable before.
+func TestProtectClearsDumpable(t *testing.T) {
+	if insecureDumpable {
+		t.Skip("built with agent_insecure_dumpable")
+	}
+	// In a child, so that this test binary stays debuggable.
+	if os.Getenv("TOOLBOX_PROTECT_CHILD") == "1" {
+		before, _ := Dumpable()
+		if err := Protect(); err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		after, _ := Dumpable()
+		fmt.Printf("before=%v after=%v\n", before, after)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestProtectClearsDumpable$")
+	cmd.Env = append(os.Environ(), "TOOLBOX_PROTECT_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "before=true after=false") {
+		t.Errorf("%v: %s", err, out)
 	}
 }
