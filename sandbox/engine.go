@@ -18,6 +18,8 @@ import (
 	"github.com/docker/docker/api/types/versions"
 	"github.com/docker/docker/client"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/localagent/agent/sandbox/toolbox"
 )
 
 // MinAPIVersion is the oldest Engine API this package speaks: CgroupnsMode
@@ -61,6 +63,22 @@ type Engine struct {
 	DefaultRuntime string
 
 	closer func() error // set when Connect opened the client
+
+	// Switches for the security tests only (set through export_test.go),
+	// so that each can show its attack working without the defence:
+	// frameLimit overrides toolbox.MaxResponseBytes (negative: no limit);
+	// lenientFrames numbers requests 1, 2, 3... and ignores responses
+	// nobody asked for, as sessions once did.
+	frameLimit    int
+	lenientFrames bool
+}
+
+// maxFrame is the largest response frame a session accepts.
+func (e *Engine) maxFrame() int {
+	if e.frameLimit != 0 {
+		return e.frameLimit
+	}
+	return toolbox.MaxResponseBytes
 }
 
 // Close releases the client when Connect opened it; an Engine made by New

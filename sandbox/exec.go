@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -79,10 +78,16 @@ func (s *Sandbox) Exec(ctx context.Context, opts ExecOptions) (ExecResult, error
 	return res, err
 }
 
-// Run runs a command with no input and returns its output in memory.
+// MaxRunOutput bounds each stream Run keeps in memory; a command that
+// prints more fails Run with an error.
+const MaxRunOutput = toolbox.MaxResponseBytes
+
+// Run runs a command with no input and returns its output in memory (at
+// most MaxRunOutput bytes of each stream).
 func (s *Sandbox) Run(ctx context.Context, cmd ...string) (ExecResult, error) {
-	var out, errOut bytes.Buffer
-	res, err := s.Exec(ctx, ExecOptions{Cmd: cmd, Stdout: &out, Stderr: &errOut})
+	out := &boundedBuffer{max: MaxRunOutput}
+	errOut := &boundedBuffer{max: MaxRunOutput}
+	res, err := s.Exec(ctx, ExecOptions{Cmd: cmd, Stdout: out, Stderr: errOut})
 	res.Stdout, res.Stderr = out.Bytes(), errOut.Bytes()
 	return res, err
 }

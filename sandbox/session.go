@@ -1,8 +1,11 @@
 package sandbox
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,18 +32,33 @@ const sessionOpenTimeout = 30 * time.Second
 // one exec per call before trying to open a session again.
 const reopenBackoff = 2 * time.Second
 
+// errForeignFrame is wrapped when the session carried a response that no
+// pending request asked for.
+var errForeignFrame = errors.New("a response frame the host did not ask for")
+
 // session is one long-lived `toolbox serve` exec carrying NDJSON frames:
 // requests on its stdin, responses (matched by id, possibly out of order) on
 // its stdout.
+//
+// Everything on stdout comes from inside the sandbox and is checked as
+// such: a frame is at most maxFrame bytes, and each request id (random, so
+// not guessable) is answered exactly once. A frame that breaks either rule
+// ends the session, and the calls waiting on it get an error, never the
+// frame's content.
 type session struct {
 	att    types.HijackedResponse
 	execID string
 
 	wmu sync.Mutex // serialises frames on stdin
 
-	next atomic.Uint64
+	maxFrame int  // bytes; <= 0 means no limit (tests only)
+	lenient  bool // tests only: sequential ids, unknown frames ignored
+	next     atomic.Uint64
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// pending holds every request sent and not yet answered; a nil
+	// channel marks one whose caller stopped waiting (a cancelled call, a
+	// cancel request): its answer is still due and is dropped.
 	pending map[uint64]chan toolbox.Response
 	err     error // why the session ended; set once
 	done    chan struct{}
@@ -66,6 +84,7 @@ func (e *Engine) openSession(ctx context.Context, id, user, shell string) (*sess
 	}
 	s := &session{
 		att: att, execID: created.ID,
+		maxFrame: e.maxFrame(), lenient: e.lenientFrames,
 		pending: map[uint64]chan toolbox.Response{},
 		done:    make(chan struct{}),
 		stderr:  tailBuffer{max: 4 << 10},
@@ -94,20 +113,91 @@ func (s *session) readLoop() {
 		}
 		pw.CloseWithError(err)
 	}()
-	dec := json.NewDecoder(pr)
+	br := bufio.NewReaderSize(pr, 64<<10)
 	for {
+		line, err := readLine(br, s.maxFrame)
 		var r toolbox.Response
-		if err := dec.Decode(&r); err != nil {
+		if err == nil {
+			if jerr := json.Unmarshal(line, &r); jerr != nil {
+				err = fmt.Errorf("malformed response frame: %w", jerr)
+			}
+		}
+		if err == nil {
+			err = s.deliver(r)
+		}
+		if err != nil {
 			s.fail(err)
 			_ = pr.CloseWithError(err)
 			return
 		}
-		s.mu.Lock()
-		ch, ok := s.pending[r.ID]
-		delete(s.pending, r.ID)
-		s.mu.Unlock()
-		if ok {
-			ch <- r
+	}
+}
+
+// deliver hands r to the call waiting for it. A response to a request that
+// was never sent, or was already answered, did not come from the toolbox.
+func (s *session) deliver(r toolbox.Response) error {
+	s.mu.Lock()
+	ch, ok := s.pending[r.ID]
+	delete(s.pending, r.ID)
+	s.mu.Unlock()
+	switch {
+	case !ok && s.lenient:
+		return nil
+	case !ok:
+		return fmt.Errorf("%w (id %d): another process in the sandbox wrote to the session channel", errForeignFrame, r.ID)
+	case ch != nil:
+		ch <- r
+	}
+	return nil
+}
+
+// readLine reads one newline-terminated frame of at most limit bytes
+// (limit <= 0: no limit). A longer frame is an error at once: nothing more
+// of it is read or kept.
+func readLine(br *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if limit > 0 && len(line)+len(chunk) > limit {
+			return nil, fmt.Errorf("a response frame longer than %d bytes", limit)
+		}
+		line = append(line, chunk...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil {
+			if len(bytes.TrimSpace(line)) > 0 && errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			line = line[:0]
+			continue
+		}
+		return line, nil
+	}
+}
+
+// newID returns an id for a request: random and unused, so that nothing
+// but the toolbox, which reads the request, can answer it.
+func (s *session) newID() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.newIDLocked()
+}
+
+// newIDLocked is newID with s.mu held.
+func (s *session) newIDLocked() uint64 {
+	if s.lenient {
+		return s.next.Add(1)
+	}
+	for {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // crypto/rand never fails on Linux
+		id := binary.LittleEndian.Uint64(b[:]) & (1<<53 - 1)
+		if _, used := s.pending[id]; id != 0 && !used {
+			return id
 		}
 	}
 }
@@ -124,7 +214,9 @@ func (s *session) fail(err error) {
 	}
 	s.err = fmt.Errorf("%w: %w", errSessionLost, err)
 	for id, ch := range s.pending {
-		close(ch)
+		if ch != nil {
+			close(ch)
+		}
 		delete(s.pending, id)
 	}
 	close(s.done)
@@ -152,7 +244,7 @@ func (s *session) lostErr() error {
 // call sends one request and waits for its response. sent reports whether
 // the request reached the toolbox (so a lost session may have run it).
 func (s *session) call(ctx context.Context, tool string, args json.RawMessage) (resp toolbox.Response, sent bool, err error) {
-	id := s.next.Add(1)
+	id := s.newID()
 	frame, err := json.Marshal(toolbox.Request{ID: id, Tool: tool, Args: args})
 	if err != nil {
 		return resp, false, fmt.Errorf("encoding %s request: %w", tool, err)
@@ -180,11 +272,22 @@ func (s *session) call(ctx context.Context, tool string, args json.RawMessage) (
 		return r, true, nil
 	case <-ctx.Done():
 		s.mu.Lock()
-		delete(s.pending, id)
+		if _, waiting := s.pending[id]; !waiting {
+			// The answer came (or the session ended) as ctx ended.
+			s.mu.Unlock()
+			if r, ok := <-ch; ok {
+				return r, true, nil
+			}
+			return resp, true, s.lostErr()
+		}
+		// Its late answer is still due; it is dropped when it comes.
+		s.pending[id] = nil
+		cancelID := s.newIDLocked()
+		s.pending[cancelID] = nil
 		s.mu.Unlock()
 		// Ask the toolbox to stop the call (it kills a command's whole
-		// process group); its late answer is dropped.
-		cancel, _ := json.Marshal(toolbox.Request{ID: s.next.Add(1), Tool: toolbox.OpCancel, Args: mustJSON(toolbox.CancelArgs{ID: id})})
+		// process group).
+		cancel, _ := json.Marshal(toolbox.Request{ID: cancelID, Tool: toolbox.OpCancel, Args: mustJSON(toolbox.CancelArgs{ID: id})})
 		_ = s.write(append(cancel, '\n'))
 		return resp, true, ctx.Err()
 	}

@@ -109,6 +109,42 @@ func (f *fakeEngine) serve(conn net.Conn, out io.Writer) {
 			return
 		case "hang":
 			continue
+		case "spray", "dup", "huge":
+			// What another process writing into the session channel
+			// would send: answers to the ids it guesses (the request
+			// itself stays unanswered), a second answer, or a frame over
+			// the bound.
+			wmu.Lock()
+			r := toolbox.Response{ID: req.ID, Output: "forged"}
+			if req.Tool == "huge" {
+				r.Output = strings.Repeat("x", toolbox.MaxResponseBytes)
+			}
+			n := 1
+			switch req.Tool {
+			case "spray":
+				n = 64
+			case "dup":
+				n = 2
+			}
+			for i := range n {
+				if req.Tool == "spray" {
+					r.ID = uint64(i + 1)
+				}
+				b, _ := json.Marshal(r)
+				_, _ = out.Write(append(b, '\n'))
+			}
+			wmu.Unlock()
+			continue
+		case "late":
+			// Answer only after the caller gave up.
+			go func() {
+				time.Sleep(100 * time.Millisecond)
+				b, _ := json.Marshal(toolbox.Response{ID: req.ID, Output: "late"})
+				wmu.Lock()
+				_, _ = out.Write(append(b, '\n'))
+				wmu.Unlock()
+			}()
+			continue
 		}
 		go func() {
 			if req.Tool == "slow" {
@@ -269,5 +305,84 @@ func TestToolRejectsMalformedArgsAsResult(t *testing.T) {
 	r, err := sb.Tool(context.Background(), toolbox.ToolReadFile, []byte(`{"path":`))
 	if err != nil || !r.IsError || !strings.Contains(r.Output, "not valid JSON") {
 		t.Errorf("%+v %v", r, err)
+	}
+}
+
+// A response the host did not ask for (an unknown id, a second answer) or
+// a frame over the bound ends the session with an error: the caller never
+// sees the frame's content. Control: with the checks off (sequential ids,
+// unknown answers ignored, as sessions once were), answers sprayed over
+// likely ids are taken as the result.
+func TestSessionRejectsForeignFrames(t *testing.T) {
+	for _, tool := range []string{"spray", "dup", "huge"} {
+		t.Run(tool, func(t *testing.T) {
+			sb := fakeSandbox(t, newFake())
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := sb.Tool(ctx, "fast", nil); err != nil {
+				t.Fatal(err)
+			}
+			r, err := sb.Tool(ctx, tool, nil)
+			if tool == "dup" && err == nil {
+				// The first of the two answers is the real one; the second
+				// ends the session, so the next call cannot get it.
+				if r.Output != "forged" {
+					t.Fatalf("first answer: %+v", r)
+				}
+				r, err = sb.Tool(ctx, "hang", nil)
+			}
+			if err == nil || !errors.Is(err, errSessionLost) || strings.Contains(r.Output, "forged") {
+				t.Fatalf("want the session ended with an error, got %+v %v", r, err)
+			}
+			want := "did not ask for"
+			if tool == "huge" {
+				want = "longer than"
+			}
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		})
+	}
+	t.Run("control", func(t *testing.T) {
+		sb := fakeSandbox(t, newFake())
+		sb.e.lenientFrames = true
+		sb.e.frameLimit = -1
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := sb.Tool(ctx, "fast", nil); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := sb.Tool(ctx, "spray", nil); err != nil || r.Output != "forged" {
+			t.Fatalf("control: without the checks the sprayed answer should be the result, got %+v %v", r, err)
+		}
+		// A fresh session: answers sprayed above may still be in flight.
+		sb = fakeSandbox(t, newFake())
+		sb.e.lenientFrames = true
+		sb.e.frameLimit = -1
+		if r, err := sb.Tool(ctx, "huge", nil); err != nil || len(r.Output) != toolbox.MaxResponseBytes {
+			t.Fatalf("control: without the bound the huge frame should be read whole, got %d bytes, %v", len(r.Output), err)
+		}
+	})
+}
+
+// A call the caller gave up on is still answered later; that answer was
+// asked for and must not end the session.
+func TestSessionLateAnswerIsNotForeign(t *testing.T) {
+	f := newFake()
+	sb := fakeSandbox(t, f)
+	if _, err := sb.Tool(context.Background(), "fast", nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := sb.Tool(ctx, "late", nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("late call: %v", err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if r, err := sb.Tool(context.Background(), "fast", nil); err != nil || !strings.HasPrefix(r.Output, "fast:") {
+		t.Errorf("after a late answer: %+v %v", r, err)
+	}
+	if serves, _ := f.counts(); serves != 1 {
+		t.Errorf("sessions opened: %d, want the first one still alive", serves)
 	}
 }

@@ -59,10 +59,13 @@ func (s *Sandbox) callExec(ctx context.Context, name string, args json.RawMessag
 	if err != nil {
 		return resp, fmt.Errorf("encoding %s request: %w", name, err)
 	}
-	var out, errOut bytes.Buffer
+	// The sandbox writes both streams: each is bounded like a session's
+	// frame, so that nothing it prints makes the host grow.
+	out := &boundedBuffer{max: s.e.maxFrame()}
+	errOut := &tailBuffer{max: 4 << 10}
 	res, err := s.Exec(ctx, ExecOptions{
 		Cmd:   toolboxCmd("call", s.shell),
-		Stdin: bytes.NewReader(append(req, '\n')), Stdout: &out, Stderr: &errOut,
+		Stdin: bytes.NewReader(append(req, '\n')), Stdout: out, Stderr: errOut,
 	})
 	if err != nil {
 		return resp, err
@@ -150,4 +153,23 @@ func (s *Sandbox) dropSession(sess *session) {
 	}
 	s.mu.Unlock()
 	sess.close()
+}
+
+// errTooLong is wrapped when a sandbox's output to the host exceeds its
+// bound.
+var errTooLong = errors.New("output over its size bound")
+
+// boundedBuffer keeps what is written to it up to max bytes (<= 0: no
+// bound) and fails the write that would cross it, which stops the copy
+// from the engine.
+type boundedBuffer struct {
+	bytes.Buffer
+	max int
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	if b.max > 0 && b.Len()+len(p) > b.max {
+		return 0, fmt.Errorf("%w (%d bytes)", errTooLong, b.max)
+	}
+	return b.Buffer.Write(p)
 }
