@@ -2,10 +2,26 @@ package policy
 
 import specs "github.com/opencontainers/runtime-spec/specs-go"
 
-// Errno values the strict profile returns (Linux, all architectures).
+// Errno values the profile returns (Linux, all architectures).
 const (
-	errnoENOSYS = 38
+	errnoENOSYS       = 38
+	errnoEAFNOSUPPORT = 97
 )
+
+// Socket families (socket(2)'s first argument) a sandbox may use: local
+// sockets, the two IP families (the sandbox has only a loopback interface;
+// egress goes through the proxy on it) and netlink, which C libraries use to
+// list interfaces. Every other family (AF_VSOCK to the host's hypervisor,
+// AF_PACKET, AF_ALG, AF_BLUETOOTH, AF_XDP, ...) is refused.
+const (
+	afUNIX    = 1
+	afINET    = 2
+	afINET6   = 10
+	afNETLINK = 16
+)
+
+// SocketFamilies are the socket families the profile allows, by number.
+var SocketFamilies = []uint64{afUNIX, afINET, afINET6, afNETLINK}
 
 // Namespace flags of clone(2). A sandbox has no capabilities, so creating
 // namespaces could only ever go through an unprivileged user namespace —
@@ -75,8 +91,9 @@ var strictSyscalls = []string{
 	"nanosleep", "clock_nanosleep", "clock_nanosleep_time64", "clock_gettime", "clock_gettime64",
 	"clock_getres", "clock_getres_time64", "gettimeofday", "time", "alarm", "setitimer", "getitimer",
 	"timer_create", "timer_settime", "timer_settime64", "timer_gettime", "timer_gettime64", "timer_getoverrun", "timer_delete",
-	// sockets (the sandbox has no network; unix sockets and socketpairs are local)
-	"socket", "socketpair", "bind", "connect", "listen", "accept", "accept4",
+	// sockets (the sandbox has no network; unix sockets and socketpairs are
+	// local); socket itself is allowed below for some families only
+	"socketpair", "bind", "connect", "listen", "accept", "accept4",
 	"getsockname", "getpeername", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
 	"shutdown", "setsockopt", "getsockopt", "socketcall",
 	// System V and POSIX IPC (the sandbox has a private IPC namespace)
@@ -86,19 +103,22 @@ var strictSyscalls = []string{
 	"mq_notify", "mq_getsetattr",
 }
 
-// StrictSeccomp is a tighter seccomp profile than the engine's default, for
-// sandboxes that run untrusted code: an allowlist of what development work
-// needs (see strictSyscalls), clone without namespace flags, clone3 answered
-// with ENOSYS so that C libraries fall back to the filtered clone, and
-// personality only to query or keep the Linux default. Everything else
-// fails with EPERM. It lists no architectures, so only the native one is
-// allowed (no 32-bit syscall entry on a 64-bit host).
-//
-// It is opt-in (sandbox.Spec.Seccomp): the engine's default profile stays
-// the baseline, which is never turned off.
+// StrictSeccomp is the project's seccomp profile, the one every sandbox
+// gets unless its configuration opts out (sandbox.seccomp: default keeps
+// the engine's own profile): an allowlist of what development work needs
+// (see strictSyscalls; git, make, a C compiler, Go, Python and Node build
+// and test under it), clone without namespace flags, clone3 answered with
+// ENOSYS so that C libraries fall back to the filtered clone, socket only
+// for SocketFamilies (EAFNOSUPPORT for families above AF_NETLINK, EPERM for
+// the rest), and personality only to query or keep the Linux default.
+// Everything else fails with EPERM: io_uring, ptrace, process_vm_readv and
+// writev, bpf, user namespaces among them (the engine's default profile
+// allows the first three). It lists no architectures, so only the native
+// one is allowed (no 32-bit syscall entry on a 64-bit host).
 func StrictSeccomp() *specs.LinuxSeccomp {
 	enosys := uint(errnoENOSYS)
-	return &specs.LinuxSeccomp{
+	eafnosupport := uint(errnoEAFNOSUPPORT)
+	p := &specs.LinuxSeccomp{
 		DefaultAction: specs.ActErrno,
 		Syscalls: []specs.LinuxSyscall{
 			{Names: append([]string(nil), strictSyscalls...), Action: specs.ActAllow},
@@ -112,6 +132,15 @@ func StrictSeccomp() *specs.LinuxSeccomp {
 			{Names: []string{"personality"}, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{
 				{Index: 0, Value: 0xffffffff, Op: specs.OpEqualTo}, // query
 			}},
+			{Names: []string{"socket"}, Action: specs.ActErrno, ErrnoRet: &eafnosupport, Args: []specs.LinuxSeccompArg{
+				{Index: 0, Value: afNETLINK, Op: specs.OpGreaterThan},
+			}},
 		},
 	}
+	for _, fam := range SocketFamilies {
+		p.Syscalls = append(p.Syscalls, specs.LinuxSyscall{Names: []string{"socket"}, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{
+			{Index: 0, Value: fam, Op: specs.OpEqualTo},
+		}})
+	}
+	return p
 }

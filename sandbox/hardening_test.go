@@ -158,7 +158,7 @@ func TestCustomSeccompProfileApplied(t *testing.T) {
 	if r := sh(t, strict, "grep Seccomp: /proc/self/status"); !strings.Contains(r.Output, "2") {
 		t.Errorf("seccomp off under a custom profile: %q", r.Output)
 	}
-	plain := sandboxtest.New(t, e, sandbox.Spec{})
+	plain := sandboxtest.New(t, e, sandbox.Spec{EngineSeccomp: true})
 	if r := sh(t, plain, probe); !strings.Contains(r.Output, "MADE") {
 		t.Errorf("control: mkdir in a default sandbox: %+v", r)
 	}
@@ -183,9 +183,9 @@ func main() {
 }
 `
 
-// The opt-in strict profile refuses what the default allows (ptrace) while
-// ordinary work — the toolbox, a shell, git with glibc — still runs. The
-// control is the same probe under the engine's default profile.
+// The project's profile (the default) refuses what the engine's allows
+// (ptrace) while ordinary work — the toolbox, a shell, git with glibc —
+// still runs. The control is the same probe under the engine's profile.
 func TestStrictSeccompProfile(t *testing.T) {
 	e := sandboxtest.RequireDocker(t)
 	ws := t.TempDir()
@@ -212,7 +212,7 @@ func TestStrictSeccompProfile(t *testing.T) {
 		t.Errorf("strict profile: want EPERM (1) for each probe, got\n%s", r.Output)
 	}
 
-	plain := sandboxtest.New(t, e, sandbox.Spec{Workspace: ws})
+	plain := sandboxtest.New(t, e, sandbox.Spec{Workspace: ws, EngineSeccomp: true})
 	r = sh(t, plain, "/workspace/sysprobe")
 	if field(t, r.Output, "ptrace") != "0" {
 		t.Errorf("control: ptrace(PTRACE_TRACEME) under the default profile should succeed, got\n%s", r.Output)

@@ -56,10 +56,16 @@ type Spec struct {
 	User string
 	// Runtime is the OCI runtime (e.g. "runsc"); "" is the engine default.
 	Runtime string
-	// Seccomp, when non-nil, replaces the engine's default seccomp profile
-	// (for a tighter one); nil keeps the engine default, which is never
-	// turned off.
+	// Seccomp, when non-nil, is the sandbox's seccomp profile. nil means
+	// the project's profile, policy.StrictSeccomp (no io_uring, ptrace,
+	// process_vm_*, user namespaces, or socket families beyond unix, inet,
+	// inet6 and netlink), unless EngineSeccomp is set.
 	Seccomp *specs.LinuxSeccomp
+	// EngineSeccomp keeps the engine's default seccomp profile instead of
+	// the project's when Seccomp is nil: the opt-out for a toolchain that
+	// needs a system call the project's profile refuses. Seccomp itself is
+	// never turned off.
+	EngineSeccomp bool
 	// Task and StateID set LabelTask and LabelState when not empty.
 	Task    string
 	StateID string
@@ -268,6 +274,9 @@ func containerConfig(s Spec, user UserChoice) (*container.Config, *container.Hos
 	}
 
 	secOpts := []string{"no-new-privileges:true"}
+	if s.Seccomp == nil && !s.EngineSeccomp {
+		s.Seccomp = policy.StrictSeccomp()
+	}
 	if s.Seccomp != nil {
 		// Docker's seccomp profile JSON is a superset of the OCI
 		// LinuxSeccomp structure; the engine accepts it inline.

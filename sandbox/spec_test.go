@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,9 +37,13 @@ func TestContainerConfigHardening(t *testing.T) {
 	if !slices.Contains(hc.SecurityOpt, "no-new-privileges:true") {
 		t.Errorf("no no-new-privileges in %v", hc.SecurityOpt)
 	}
+	profile, _ := json.Marshal(policy.StrictSeccomp())
+	if !slices.Contains(hc.SecurityOpt, "seccomp="+string(profile)) {
+		t.Errorf("security options %v: want the project's seccomp profile by default", hc.SecurityOpt)
+	}
 	for _, o := range hc.SecurityOpt {
-		if strings.Contains(o, "unconfined") || strings.HasPrefix(o, "seccomp") {
-			t.Errorf("security option %q weakens or replaces the default seccomp profile", o)
+		if strings.Contains(o, "unconfined") {
+			t.Errorf("security option %q turns seccomp off", o)
 		}
 	}
 	if hc.Privileged || !hc.ReadonlyRootfs || hc.NetworkMode != "none" || !cfg.NetworkDisabled {
@@ -102,6 +107,22 @@ func TestContainerConfigSeccompProfile(t *testing.T) {
 	}
 	if !strings.Contains(got, `"defaultAction":"SCMP_ACT_ERRNO"`) || !strings.Contains(got, `"names":["read"]`) {
 		t.Errorf("seccomp option %q", got)
+	}
+}
+
+// The opt-out keeps the engine's own profile: no seccomp option at all,
+// and never "unconfined".
+func TestContainerConfigEngineSeccomp(t *testing.T) {
+	s := testSpec(t)
+	s.EngineSeccomp = true
+	_, hc, err := containerConfig(s, UserChoice{UID: 1, GID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range hc.SecurityOpt {
+		if strings.HasPrefix(o, "seccomp") {
+			t.Errorf("security option %q with EngineSeccomp", o)
+		}
 	}
 }
 

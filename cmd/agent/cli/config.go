@@ -41,8 +41,8 @@ type SandboxConfig struct {
 	Tmpfs   string  `mapstructure:"tmpfs"` // size of /tmp and the home tmpfs
 	Toolbox string  `mapstructure:"toolbox"`
 	Runtime string  `mapstructure:"runtime"` // "" = engine default (runc); e.g. "runsc"
-	// Seccomp is "default" (the engine's profile) or "strict" (the
-	// project's allowlist, policy.StrictSeccomp).
+	// Seccomp is "strict" (the project's allowlist, policy.StrictSeccomp,
+	// the default) or "default" (the engine's profile, the opt-out).
 	Seccomp string `mapstructure:"seccomp"`
 	// Shell runs the bash tool; "" = /bin/bash when the image has it, else /bin/sh.
 	Shell string `mapstructure:"shell"`
@@ -131,7 +131,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("sandbox.tmpfs", "1g")
 	v.SetDefault("sandbox.toolbox", "")
 	v.SetDefault("sandbox.runtime", "")
-	v.SetDefault("sandbox.seccomp", "default")
+	v.SetDefault("sandbox.seccomp", "strict")
 	v.SetDefault("sandbox.shell", "")
 	v.SetDefault("sandbox.egress", []string{})
 	v.SetDefault("llm.url", "")

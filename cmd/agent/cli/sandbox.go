@@ -64,21 +64,26 @@ func sandboxSpec(cfg *Config) (spec sandbox.Spec, toolboxErr, err error) {
 		return sandbox.Spec{}, nil, fmt.Errorf("sandbox configuration: %w", err)
 	}
 	var seccomp *specs.LinuxSeccomp
+	engineSeccomp := false
 	switch cfg.Sandbox.Seccomp {
-	case "", "default":
-	case "strict":
+	case "", "strict":
 		seccomp = policy.StrictSeccomp()
+	case "default":
+		// The documented opt-out: the engine's own profile, which allows
+		// io_uring, ptrace and every socket family.
+		engineSeccomp = true
 	default:
-		return sandbox.Spec{}, nil, fmt.Errorf("configuration sandbox.seccomp is %q: want default or strict", cfg.Sandbox.Seccomp)
+		return sandbox.Spec{}, nil, fmt.Errorf("configuration sandbox.seccomp is %q: want strict (the project's profile, the default) or default (the engine's)", cfg.Sandbox.Seccomp)
 	}
 	tb, toolboxErr := sandbox.FindToolbox(cfg.Sandbox.Toolbox)
 	return sandbox.Spec{
-		Image:   cfg.Sandbox.Image,
-		Toolbox: tb,
-		Limits:  limits,
-		Runtime: cfg.Sandbox.Runtime,
-		Seccomp: seccomp,
-		Shell:   cfg.Sandbox.Shell,
+		Image:         cfg.Sandbox.Image,
+		Toolbox:       tb,
+		Limits:        limits,
+		Runtime:       cfg.Sandbox.Runtime,
+		Seccomp:       seccomp,
+		EngineSeccomp: engineSeccomp,
+		Shell:         cfg.Sandbox.Shell,
 	}, toolboxErr, nil
 }
 
@@ -124,7 +129,7 @@ func NewCmdSandboxCreate(f *Factory, runF func(context.Context, *SandboxCreateOp
 	fl.String("tmpfs", "", "size of /tmp and the home tmpfs (config sandbox.tmpfs)")
 	fl.String("runtime", "", "OCI runtime, e.g. runsc (config sandbox.runtime)")
 	fl.String("toolbox", "", "path of the agent-toolbox binary (config sandbox.toolbox)")
-	fl.String("seccomp", "", "seccomp profile: default (the engine's) or strict (a tighter allowlist) (config sandbox.seccomp)")
+	fl.String("seccomp", "", "seccomp profile: strict (the project's allowlist, the default) or default (the engine's) (config sandbox.seccomp)")
 	for _, k := range []string{"image", "memory", "cpus", "pids", "tmpfs", "runtime", "toolbox", "seccomp"} {
 		f.BindFlag("sandbox."+k, fl.Lookup(k))
 	}
