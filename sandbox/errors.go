@@ -37,3 +37,14 @@ func shortID(id string) string {
 	}
 	return id
 }
+
+// ChownRefusedError says that a sandbox would have to take ownership of a
+// root-owned workspace (the caller is root) and Spec.RefuseChown forbade it.
+type ChownRefusedError struct {
+	Workspace string
+	UID       int
+}
+
+func (e *ChownRefusedError) Error() string {
+	return fmt.Sprintf("workspace %s belongs to root, and a sandbox never runs as root: it would have to be chowned (recursively) to unprivileged uid %d, which is not done unasked; give the user to run as (--user UID:GID), or allow the chown explicitly (--chown-workspace)", e.Workspace, e.UID)
+}

@@ -165,6 +165,9 @@ func chooseUser(s Spec) (UserChoice, string, error) {
 	if !u.Chown {
 		return u, "", nil
 	}
+	if s.RefuseChown {
+		return u, "", &ChownRefusedError{Workspace: s.Workspace, UID: u.UID}
+	}
 	if err := chownAllowed(s.Workspace); err != nil {
 		return u, "", err
 	}

@@ -54,6 +54,11 @@ type Spec struct {
 	// User is "uid:gid" to run as; "" chooses one (see ChooseUser). "0" or
 	// "0:..." is accepted only when set explicitly here.
 	User string
+	// RefuseChown makes Create fail, instead of handing the workspace to
+	// the unprivileged sandbox uid, when ChooseUser says it must (the
+	// caller is root and root owns the workspace): for a directory the
+	// user named, whose owner must not change without being asked.
+	RefuseChown bool
 	// Runtime is the OCI runtime (e.g. "runsc"); "" is the engine default.
 	Runtime string
 	// Seccomp, when non-nil, is the sandbox's seccomp profile. nil means

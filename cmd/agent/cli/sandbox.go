@@ -95,6 +95,9 @@ type SandboxCreateOptions struct {
 	Labels    []string
 	User      string
 	JSON      bool
+	// ChownWorkspace allows handing a root-owned workspace to the
+	// unprivileged sandbox uid when agent runs as root (never done unasked).
+	ChownWorkspace bool
 }
 
 // NewCmdSandboxCreate builds `agent sandbox create`.
@@ -122,6 +125,7 @@ func NewCmdSandboxCreate(f *Factory, runF func(context.Context, *SandboxCreateOp
 	fl.BoolVar(&opts.JSON, "json", false, "print a JSON object instead of the id")
 	fl.StringArrayVar(&opts.Labels, "label", nil, "extra container label KEY=VALUE (repeatable)")
 	fl.StringVarP(&opts.User, "user", "u", "", "UID:GID to run as (default: yours; when you are root, the workspace owner or an unprivileged uid)")
+	fl.BoolVar(&opts.ChownWorkspace, "chown-workspace", false, "when you are root and root owns the workspace, chown it recursively to the unprivileged sandbox uid (refused otherwise)")
 	fl.String("image", "", "sandbox image (config sandbox.image)")
 	fl.String("memory", "", "memory limit, e.g. 4g (config sandbox.memory)")
 	fl.Float64("cpus", 0, "CPU limit in cores (config sandbox.cpus)")
@@ -176,6 +180,9 @@ func sandboxCreateRun(ctx context.Context, opts *SandboxCreateOptions) error {
 		return tbErr
 	}
 	spec.Workspace, spec.Labels, spec.User = opts.Workspace, labels, opts.User
+	// The directory is the user's own, not a worktree made for a task: its
+	// owner changes only when asked.
+	spec.RefuseChown = !opts.ChownWorkspace
 	e, err := sandboxEngine(ctx, opts.Factory)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/docker/docker/api/types/container"
@@ -70,7 +71,7 @@ func TestSandboxCommands(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("hello from the host\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	id := createSandbox(t, label, ws)
+	id := createSandbox(t, label, ws, "--chown-workspace")
 
 	r := agentCLI(t, "", "sandbox", "tool", id[:10], "read_file", `{"path":"a.txt"}`)
 	var resp toolbox.Response
@@ -121,7 +122,7 @@ func TestSandboxCommands(t *testing.T) {
 func TestSandboxBadInput(t *testing.T) {
 	label := sandboxEnv(t)
 	ws := t.TempDir()
-	id := createSandbox(t, label, ws)
+	id := createSandbox(t, label, ws, "--chown-workspace")
 	t.Cleanup(func() { agentCLI(t, "", "sandbox", "rm", id) })
 
 	for _, tc := range []struct {
@@ -224,5 +225,50 @@ func TestSandboxCreateExplicitUser(t *testing.T) {
 	r := agentCLI(t, "", "sandbox", "exec", id, "--", "id")
 	if r.code != 0 || !strings.Contains(r.out, "uid=4242") || !strings.Contains(r.out, "gid=4343") {
 		t.Errorf("id in a sandbox created with --user 4242:4343: %+v", r)
+	}
+}
+
+// As root, a root-owned directory the user names is never chowned to the
+// sandbox uid unasked: create refuses, says how to go on, changes no owner
+// and leaves no container. Control: with --chown-workspace the same
+// command hands the whole tree over, which is what it refused to do.
+func TestSandboxCreateRefusesChown(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the chown happens only when agent runs as root")
+	}
+	label := sandboxEnv(t)
+	ws := t.TempDir()
+	sub := filepath.Join(ws, "src")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sub, "main.c"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	owner := func(p string) uint32 {
+		t.Helper()
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Uid
+	}
+	r := agentCLI(t, "", "sandbox", "create", "--workspace", ws, "--label", sandbox.LabelTest+"="+label)
+	if r.code != 1 || !strings.Contains(r.errOut, "--chown-workspace") || !strings.Contains(r.errOut, "--user") {
+		t.Errorf("create on a root-owned directory: %+v", r)
+	}
+	for _, p := range []string{ws, sub, filepath.Join(sub, "main.c")} {
+		if uid := owner(p); uid != 0 {
+			t.Errorf("%s now owned by %d", p, uid)
+		}
+	}
+	if left := sandboxtest.Containers(t, sandboxtest.Client(t), label); len(left) != 0 {
+		t.Errorf("a refused create left %d containers", len(left))
+	}
+
+	id := createSandbox(t, label, ws, "--chown-workspace")
+	t.Cleanup(func() { agentCLI(t, "", "sandbox", "rm", id) })
+	if uid := owner(filepath.Join(sub, "main.c")); uid != sandbox.NobodyUID {
+		t.Errorf("control: with --chown-workspace main.c is owned by %d, want %d", uid, sandbox.NobodyUID)
 	}
 }
