@@ -38,7 +38,25 @@ var (
 	toolboxOnce sync.Once
 	toolboxPath string
 	toolboxErr  error
+
+	insecureOnce sync.Once
+	insecurePath string
+	insecureErr  error
 )
+
+// InsecureToolbox returns an agent-toolbox built with the
+// agent_insecure_dumpable tag: its processes stay dumpable, so the commands
+// it runs can attach to them. Security tests use it for their control
+// runs only, to show that an attack on the toolbox works without the
+// defence; nothing else ever builds it.
+func InsecureToolbox(t testing.TB) string {
+	t.Helper()
+	insecureOnce.Do(func() { insecurePath, insecureErr = buildToolbox("agent_insecure_dumpable") })
+	if insecureErr != nil {
+		t.Fatalf("building the insecure agent-toolbox: %v", insecureErr)
+	}
+	return insecurePath
+}
 
 // Toolbox returns the path of a static agent-toolbox built from this
 // checkout. It is built at most once per test binary and cached across test
@@ -58,10 +76,10 @@ func moduleRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-func buildToolbox() (string, error) {
+func buildToolbox(tags ...string) (string, error) {
 	root := moduleRoot()
 	h := sha256.New()
-	fmt.Fprintln(h, runtime.Version())
+	fmt.Fprintln(h, runtime.Version(), tags)
 	for _, dir := range []string{"cmd/agent-toolbox", "sandbox/toolbox"} {
 		files, _ := filepath.Glob(filepath.Join(root, dir, "*.go"))
 		sort.Strings(files)
@@ -94,7 +112,7 @@ func buildToolbox() (string, error) {
 		return "", err
 	}
 	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
-	cmd := exec.Command("go", "build", "-trimpath", "-o", tmp, "./cmd/agent-toolbox")
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", strings.Join(tags, ","), "-o", tmp, "./cmd/agent-toolbox")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if b, err := cmd.CombinedOutput(); err != nil {

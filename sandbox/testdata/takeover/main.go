@@ -8,7 +8,7 @@
 //	takeover mem PID 'CMD'      write code through /proc/PID/mem (no ptrace
 //	                            needed), then wake PID so that it runs it
 //	takeover find WORD          print the pid of the first process whose
-//	                            command line has WORD as an argument
+//	                            first argument (after the program) is WORD
 //
 // It prints "TAKEOVER-OK" when the target accepted the code, or
 // "TAKEOVER-FAILED: reason" and exits 1.
@@ -62,8 +62,8 @@ func fail(msg string) {
 	os.Exit(1)
 }
 
-// find returns the pid of the first process (other than this one) one of
-// whose arguments is word.
+// find returns the pid of the first process (other than this one) whose
+// first argument is word.
 func find(word string) int {
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
@@ -75,10 +75,8 @@ func find(word string) int {
 		if err != nil {
 			continue
 		}
-		for _, a := range bytes.Split(b, []byte{0}) {
-			if string(a) == word {
-				return pid
-			}
+		if args := bytes.Split(b, []byte{0}); len(args) > 1 && string(args[1]) == word {
+			return pid
 		}
 	}
 	return 0
@@ -150,41 +148,56 @@ func viaPtrace(pid int, code []byte) error {
 	return nil
 }
 
-// viaMem writes the code where the target's threads return from the
-// system call its main thread is blocked in, through /proc/PID/mem (which
-// writes even read-only text), then signals the target so that a thread
-// returns from it.
+// viaMem writes the code where each of the target's threads returns from
+// the system call it is blocked in, through /proc/PID/mem (which writes
+// even read-only text), then signals the target so that a thread returns
+// from one.
 func viaMem(pid int, code []byte) error {
-	var pc uint64
-	for range 200 {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", pid))
-		if err != nil {
-			return fmt.Errorf("reading /proc/%d/syscall: %w", pid, err)
-		}
-		f := strings.Fields(string(b))
-		if len(f) >= 3 && f[0] != "running" && f[0] != "-1" {
-			pc, err = strconv.ParseUint(strings.TrimPrefix(f[len(f)-1], "0x"), 16, 64)
-			if err == nil {
-				break
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if pc == 0 {
-		return fmt.Errorf("target %d never blocked in a system call", pid)
-	}
 	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", pid), os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("opening /proc/%d/mem: %w", pid, err)
 	}
 	defer mem.Close()
-	if _, err := mem.WriteAt(code, int64(pc)); err != nil {
-		return fmt.Errorf("writing /proc/%d/mem: %w", pid, err)
+	written := map[uint64]bool{}
+	for range 100 {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/syscall", pid))
+		for _, task := range tasks {
+			b, err := os.ReadFile(task)
+			if err != nil && len(written) > 0 {
+				return nil // the target ran the code: its threads are gone
+			}
+			if err != nil {
+				return fmt.Errorf("reading %s: %w", task, err)
+			}
+			f := strings.Fields(string(b))
+			if len(f) < 3 || f[0] == "running" || f[0] == "-1" {
+				continue
+			}
+			pc, err := strconv.ParseUint(strings.TrimPrefix(f[len(f)-1], "0x"), 16, 64)
+			if err != nil || written[pc] {
+				continue
+			}
+			// A signal handled with SA_RESTART (as Go's are) restarts the
+			// interrupted call: the thread goes back to the syscall
+			// instruction at pc-2. A jump there to pc catches that path
+			// as well as a plain return.
+			patch := append([]byte{0xeb, 0x00}, code...) // jmp +0
+			if _, err := mem.WriteAt(patch, int64(pc-2)); err != nil {
+				if len(written) > 0 {
+					return nil // the target ran the code: its old memory is gone
+				}
+				return fmt.Errorf("writing /proc/%d/mem: %w", pid, err)
+			}
+			written[pc] = true
+		}
+		if len(written) > 0 {
+			// Any signal the target handles interrupts a blocked thread.
+			_ = syscall.Kill(pid, syscall.SIGURG)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	// Any signal the target handles interrupts its blocked threads.
-	for range 20 {
-		_ = syscall.Kill(pid, syscall.SIGURG)
-		time.Sleep(50 * time.Millisecond)
+	if len(written) == 0 {
+		return fmt.Errorf("no thread of %d was ever blocked in a system call", pid)
 	}
 	return nil
 }
