@@ -180,16 +180,41 @@ func main() {
 	fmt.Printf("io_uring_setup=%d\n", int(e))
 	_, _, e = syscall.RawSyscall(syscall.SYS_UNSHARE, syscall.CLONE_NEWUSER, 0, 0)
 	fmt.Printf("unshare=%d\n", int(e))
+	for _, f := range []struct {
+		name string
+		family int
+	}{{"vsock", 40}, {"packet", 17}, {"alg", 38}, {"unix", 1}, {"inet", 2}, {"inet6", 10}, {"netlink", 16}} {
+		typ := syscall.SOCK_STREAM
+		if f.family == 16 || f.family == 17 {
+			typ = syscall.SOCK_RAW
+		}
+		if f.family == 38 {
+			typ = syscall.SOCK_SEQPACKET
+		}
+		fd, _, e := syscall.RawSyscall(syscall.SYS_SOCKET, uintptr(f.family), uintptr(typ), 0)
+		if e == 0 {
+			syscall.Close(int(fd))
+		}
+		fmt.Printf("socket_%s=%d\n", f.name, int(e))
+	}
+	var local [8]byte
+	iov := [2]uintptr{uintptr(unsafe.Pointer(&local[0])), 8}
+	riov := [2]uintptr{uintptr(unsafe.Pointer(&params[0])), 8}
+	_, _, e = syscall.RawSyscall6(310, uintptr(syscall.Getpid()), uintptr(unsafe.Pointer(&iov)), 1, uintptr(unsafe.Pointer(&riov)), 1, 0) // process_vm_readv
+	fmt.Printf("process_vm_readv=%d\n", int(e))
 }
 `
 
-// The project's profile (the default) refuses what the engine's allows
-// (ptrace) while ordinary work — the toolbox, a shell, git with glibc —
-// still runs. The control is the same probe under the engine's profile.
+// The project's profile is the default: with no profile named, a sandbox
+// refuses ptrace, io_uring, process_vm_readv, user namespaces and socket
+// families other than unix, inet, inet6 and netlink (AF_VSOCK, AF_PACKET,
+// AF_ALG), while ordinary work — the toolbox, a shell, git with glibc —
+// still runs. The control is the same probe under the engine's profile
+// (sandbox.seccomp: default), where the same calls succeed.
 func TestStrictSeccompProfile(t *testing.T) {
 	e := sandboxtest.RequireDocker(t)
 	ws := t.TempDir()
-	strict := sandboxtest.New(t, e, sandbox.Spec{Workspace: ws, Image: sandboxtest.SandboxImage, Seccomp: policy.StrictSeccomp()})
+	strict := sandboxtest.New(t, e, sandbox.Spec{Workspace: ws, Image: sandboxtest.SandboxImage})
 	probe := buildProbe(t, ws, "sysprobe", syscallProbe)
 	if err := os.Chmod(probe, 0o755); err != nil {
 		t.Fatal(err)
@@ -207,15 +232,25 @@ func TestStrictSeccompProfile(t *testing.T) {
 	if r := sh(t, strict, work); !strings.Contains(r.Output, "WORK-OK") {
 		t.Errorf("ordinary work under the strict profile failed: %+v", r)
 	}
+	const eperm, eafnosupport = "1", "97"
 	r := sh(t, strict, "/workspace/sysprobe")
-	if field(t, r.Output, "ptrace") != "1" || field(t, r.Output, "io_uring_setup") != "1" || field(t, r.Output, "unshare") != "1" {
-		t.Errorf("strict profile: want EPERM (1) for each probe, got\n%s", r.Output)
+	for k, want := range map[string]string{
+		"ptrace": eperm, "io_uring_setup": eperm, "unshare": eperm, "process_vm_readv": eperm,
+		"socket_vsock": eafnosupport, "socket_packet": eafnosupport, "socket_alg": eafnosupport,
+		"socket_unix": "0", "socket_inet": "0", "socket_inet6": "0", "socket_netlink": "0",
+	} {
+		if got := field(t, r.Output, k); got != want {
+			t.Errorf("default (project) profile: %s = %s, want %s", k, got, want)
+		}
 	}
 
 	plain := sandboxtest.New(t, e, sandbox.Spec{Workspace: ws, EngineSeccomp: true})
 	r = sh(t, plain, "/workspace/sysprobe")
-	if field(t, r.Output, "ptrace") != "0" {
-		t.Errorf("control: ptrace(PTRACE_TRACEME) under the default profile should succeed, got\n%s", r.Output)
+	// (process_vm_readv is refused by this engine's profile too.)
+	for _, k := range []string{"ptrace", "io_uring_setup", "socket_vsock"} {
+		if got := field(t, r.Output, k); got != "0" {
+			t.Errorf("control: %s under the engine's profile should succeed, got errno %s", k, got)
+		}
 	}
-	t.Logf("default profile: %s", strings.ReplaceAll(strings.TrimSpace(r.Output), "\n", " "))
+	t.Logf("engine's profile: %s", strings.ReplaceAll(strings.TrimSpace(r.Output), "\n", " "))
 }
