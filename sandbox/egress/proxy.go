@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/localagent/agent/policy"
 )
 
@@ -29,6 +31,14 @@ const (
 	DefaultDialTimeout = 10 * time.Second
 	DefaultIdleTimeout = 5 * time.Minute
 	DefaultMaxConns    = 64
+	// DefaultMaxLogBytes caps one task's egress log; past it refused
+	// attempts are only counted and allowed ones are refused (no log, no
+	// connection).
+	DefaultMaxLogBytes = 8 << 20
+	// DefaultLogRate and DefaultLogBurst bound how fast refused attempts
+	// are logged (records per second, and a burst); the rest are counted.
+	DefaultLogRate  = 20
+	DefaultLogBurst = 100
 	// headerTimeout bounds how long a client may take to send its request
 	// line and headers, so idle half-open clients cannot hold slots.
 	headerTimeout = 30 * time.Second
@@ -79,6 +89,24 @@ type Config struct {
 	// Logger receives diagnostics (not the per-connection records); nil
 	// discards them.
 	Logger *slog.Logger
+	// MaxLogBytes caps the log (what it held before Start counts); 0
+	// means DefaultMaxLogBytes.
+	MaxLogBytes int64
+	// LogRate and LogBurst bound how fast refused attempts are logged; 0
+	// means DefaultLogRate and DefaultLogBurst. Attempts over the rate or
+	// the cap are not logged but counted, and the count is logged (a
+	// Record with Dropped set) before the next record and at Close.
+	LogRate  float64
+	LogBurst int
+
+	// Switches for the security tests' control runs only (see
+	// export_test.go), each turning one defence off: keepMapped judges
+	// resolved addresses as the resolver returned them; noTunnelGuard
+	// relays a tunnel to a name without checking its SNI or Host;
+	// noParserLog leaves requests the HTTP parser rejects unlogged.
+	keepMapped    bool
+	noTunnelGuard bool
+	noParserLog   bool
 }
 
 // Record is one connection attempt, allowed or denied.
@@ -100,6 +128,9 @@ type Record struct {
 	Reason string `json:"reason"`
 	// Error says why an allowed connection still failed (resolution, dial).
 	Error string `json:"error,omitempty"`
+	// Dropped, on a record of its own, counts the refused attempts just
+	// before it that were not logged (over the log's rate or size cap).
+	Dropped int `json:"dropped,omitempty"`
 }
 
 // Target is "host:port" as the client asked for it.
@@ -115,9 +146,12 @@ type Proxy struct {
 	cancel context.CancelFunc
 	log    *slog.Logger
 
-	logMu   sync.Mutex
-	logFile *os.File
-	logEnc  *json.Encoder
+	logMu      sync.Mutex
+	logFile    *os.File
+	logBytes   int64 // size of the log file
+	logLimit   *rate.Limiter
+	dropped    int // refused attempts not logged since the last summary
+	droppedAll int // and since Start
 
 	mu      sync.Mutex
 	closed  bool
@@ -149,6 +183,15 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	}
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.MaxLogBytes <= 0 {
+		cfg.MaxLogBytes = DefaultMaxLogBytes
+	}
+	if cfg.LogRate <= 0 {
+		cfg.LogRate = DefaultLogRate
+	}
+	if cfg.LogBurst <= 0 {
+		cfg.LogBurst = DefaultLogBurst
 	}
 	if cfg.Resolver == nil {
 		cfg.Resolver = net.DefaultResolver
@@ -194,6 +237,10 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("egress log: %w", err)
 	}
+	var logBytes int64
+	if fi, err := lf.Stat(); err == nil {
+		logBytes = fi.Size()
+	}
 	ul, err := net.Listen("unix", sock)
 	if err != nil {
 		lf.Close()
@@ -210,7 +257,7 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p := &Proxy{
 		cfg: cfg, socket: sock, ctx: pctx, cancel: cancel, log: logger,
-		logFile: lf, logEnc: json.NewEncoder(lf),
+		logFile: lf, logBytes: logBytes, logLimit: rate.NewLimiter(rate.Limit(cfg.LogRate), cfg.LogBurst),
 		tunnels: map[net.Conn]struct{}{},
 		served:  make(chan struct{}),
 	}
@@ -221,6 +268,10 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 		IdleTimeout:       cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return pctx },
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
+		ConnState: p.connState,
 	}
 	go func() {
 		defer close(p.served)
@@ -265,6 +316,11 @@ func (p *Proxy) Close() error {
 	<-p.served
 	p.wg.Wait()
 	p.logMu.Lock()
+	if p.dropped > 0 {
+		// The count is written even past the cap: one line says what the
+		// log is missing.
+		_ = p.writeLocked(p.dropSummaryLocked())
+	}
 	if cerr := p.logFile.Close(); err == nil {
 		err = cerr
 	}
@@ -305,8 +361,48 @@ func (p *Proxy) untrack(cs ...net.Conn) {
 	p.mu.Unlock()
 }
 
+// connKey carries the client connection in a request's context.
+type connKey struct{}
+
+// connState logs the requests the HTTP server rejects itself (a malformed
+// request line or header, a request cut short) without calling the
+// handler: every attempt is logged, not only those that parse.
+func (p *Proxy) connState(c net.Conn, st http.ConnState) {
+	lc, ok := c.(*limitConn)
+	if !ok {
+		return
+	}
+	lc.mu.Lock()
+	switch st {
+	case http.StateActive:
+		lc.active = true
+	case http.StateIdle:
+		lc.active, lc.handled, lc.head = false, false, lc.head[:0]
+	case http.StateClosed:
+		if lc.active && !lc.handled && len(lc.head) > 0 && !p.cfg.noParserLog {
+			line, _, _ := strings.Cut(string(lc.head), "\n")
+			line = strings.TrimSpace(line)
+			method, _, _ := strings.Cut(line, " ")
+			if len(method) > 16 || strings.TrimLeft(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
+				method = "" // not a method: the line says what it was
+			}
+			rec := Record{Time: time.Now(), Task: p.cfg.Task, Method: method,
+				Reason: fmt.Sprintf("request rejected by the proxy's HTTP parser: %q", line)}
+			lc.mu.Unlock()
+			_ = p.record(rec)
+			return
+		}
+	}
+	lc.mu.Unlock()
+}
+
 // ServeHTTP handles one proxied request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if lc, ok := r.Context().Value(connKey{}).(*limitConn); ok {
+		lc.mu.Lock()
+		lc.handled = true
+		lc.mu.Unlock()
+	}
 	if !p.begin() {
 		http.Error(w, "egress proxy is shutting down", http.StatusServiceUnavailable)
 		return
@@ -363,7 +459,35 @@ func (p *Proxy) serveConnect(w http.ResponseWriter, r *http.Request) {
 	if n := brw.Reader.Buffered(); n > 0 {
 		fromClient = io.MultiReader(io.LimitReader(brw.Reader, int64(n)), client)
 	}
+	if _, err := netip.ParseAddr(host); err != nil && !p.cfg.noTunnelGuard {
+		// A name: what goes through must be for that name, not for another
+		// virtual host at the same address.
+		refuse := func(err error) { p.refuseTunnel(rec, err) }
+		guarded, finish, err := guardTunnel(client, fromClient, host, port, func(err error) {
+			refuse(err)
+			client.Close()
+			up.Close()
+		})
+		if err != nil {
+			refuse(err)
+			client.Close()
+			up.Close()
+			return
+		}
+		defer finish()
+		fromClient = guarded
+	}
 	p.splice(client, fromClient, up)
+}
+
+// refuseTunnel logs that an allowed tunnel carried something for another
+// destination than the one allowed.
+func (p *Proxy) refuseTunnel(allowed Record, err error) {
+	rec := allowed
+	rec.Time = time.Now()
+	rec.Allowed, rec.Rule = false, ""
+	rec.Reason = strings.TrimPrefix(err.Error(), errRefused.Error()+": ")
+	_ = p.record(rec)
 }
 
 // splice copies both ways until the destination closes, or the client has
@@ -496,6 +620,12 @@ func (p *Proxy) connect(method, host string, port int) (net.Conn, int, Record) {
 	var ok []netip.Addr
 	var denied policy.Decision
 	for _, a := range addrs {
+		// Go's resolver answers names from /etc/hosts with IPv4-mapped
+		// IPv6 addresses; what is dialled is the IPv4 address, so that is
+		// what is judged (a mapped address counts as non-public).
+		if !p.cfg.keepMapped {
+			a = a.Unmap()
+		}
 		ipd := p.cfg.Policy.DecideIP(a, port)
 		if ipd.Allowed {
 			ok = append(ok, a)
@@ -533,19 +663,76 @@ func (p *Proxy) connect(method, host string, port int) (net.Conn, int, Record) {
 	return fail(http.StatusBadGateway)
 }
 
-// record appends rec to the log and hands it to OnRecord.
+// errLogFull refuses a connection once the task's log reached its cap.
+var errLogFull = errors.New("the task's egress log is full")
+
+// record appends rec to the log and hands it to OnRecord. An allowed
+// attempt is always logged, or refused with an error when the log cannot
+// take it. A refused attempt over the log's rate or size cap is only
+// counted (it is refused either way); the count is logged before the next
+// record that is.
 func (p *Proxy) record(rec Record) error {
 	p.logMu.Lock()
-	err := p.logEnc.Encode(rec)
+	var out []Record
+	if !rec.Allowed && (p.logBytes >= p.cfg.MaxLogBytes || !p.logLimit.Allow()) {
+		p.dropped++
+		p.droppedAll++
+		p.logMu.Unlock()
+		return nil
+	}
+	if rec.Allowed && p.logBytes >= p.cfg.MaxLogBytes {
+		p.logMu.Unlock()
+		p.log.Error("egress: the log reached its cap; refusing the connection", "task", p.cfg.Task, "max_bytes", p.cfg.MaxLogBytes)
+		return errLogFull
+	}
+	if p.dropped > 0 {
+		sum := p.dropSummaryLocked()
+		if err := p.writeLocked(sum); err != nil {
+			p.logMu.Unlock()
+			return err
+		}
+		out = append(out, sum)
+	}
+	err := p.writeLocked(rec)
 	p.logMu.Unlock()
 	if err != nil {
 		p.log.Error("egress: writing the log failed; refusing the connection", "task", p.cfg.Task, "err", err)
 		return err
 	}
 	if p.cfg.OnRecord != nil {
-		p.cfg.OnRecord(rec)
+		for _, r := range append(out, rec) {
+			p.cfg.OnRecord(r)
+		}
 	}
 	return nil
+}
+
+// dropSummaryLocked is the record that counts the attempts not logged, and
+// resets the count. p.logMu must be held.
+func (p *Proxy) dropSummaryLocked() Record {
+	n := p.dropped
+	p.dropped = 0
+	return Record{Time: time.Now(), Task: p.cfg.Task, Dropped: n,
+		Reason: fmt.Sprintf("%d refused connection attempts were not logged: over the log's rate (%g/s) or size (%d bytes) cap", n, p.cfg.LogRate, p.cfg.MaxLogBytes)}
+}
+
+// writeLocked appends one JSON line; p.logMu must be held.
+func (p *Proxy) writeLocked(rec Record) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	n, err := p.logFile.Write(append(b, '\n'))
+	p.logBytes += int64(n)
+	return err
+}
+
+// Dropped is how many refused attempts were not logged since Start (over
+// the log's rate or size cap).
+func (p *Proxy) Dropped() int {
+	p.logMu.Lock()
+	defer p.logMu.Unlock()
+	return p.droppedAll
 }
 
 func (r Record) reasonText() string {
@@ -664,6 +851,27 @@ type limitConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
+
+	// What connState needs to log a request the server rejected.
+	mu      sync.Mutex
+	head    []byte // the first bytes of the current request
+	active  bool   // bytes of a request were read
+	handled bool   // the handler ran for it
+}
+
+// maxHead is how much of a rejected request is kept for the log.
+const maxHead = 256
+
+func (c *limitConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.mu.Lock()
+		if room := maxHead - len(c.head); room > 0 {
+			c.head = append(c.head, b[:min(n, room)]...)
+		}
+		c.mu.Unlock()
+	}
+	return n, err
 }
 
 func (c *limitConn) Close() error {
