@@ -291,7 +291,11 @@ func containerConfig(s Spec, user UserChoice) (*container.Config, *container.Hos
 		}
 		secOpts = append(secOpts, "seccomp="+string(b))
 	}
-	tmpfsOpts := fmt.Sprintf("rw,nosuid,nodev,size=%d", s.Limits.TmpfsBytes)
+	// exec: the engine mounts a tmpfs noexec unless told otherwise, and
+	// toolchains run what they build there (`go test` runs its test binary
+	// from $TMPDIR). It takes nothing away: the workspace is writable and
+	// executable anyway; nosuid and no-new-privileges still hold.
+	tmpfsOpts := fmt.Sprintf("rw,exec,nosuid,nodev,size=%d", s.Limits.TmpfsBytes)
 	pids := s.Limits.Pids
 	// The toolbox is the container's init (it reaps orphans and ends on
 	// SIGTERM, so stop is fast), never the engine's docker-init: that one

@@ -75,7 +75,7 @@ func TestContainerConfigHardening(t *testing.T) {
 	if !slices.Equal(hc.Mounts, want) {
 		t.Errorf("mounts %+v, want %+v", hc.Mounts, want)
 	}
-	if tmp := hc.Tmpfs[TmpDir]; !strings.Contains(tmp, "size=") || !strings.Contains(tmp, "nosuid") {
+	if tmp := hc.Tmpfs[TmpDir]; !strings.Contains(tmp, "size=") || !strings.Contains(tmp, "nosuid") || !strings.Contains(tmp, ",exec,") {
 		t.Errorf("/tmp tmpfs options %q", tmp)
 	}
 	if home := hc.Tmpfs[HomeDir]; !strings.Contains(home, "uid=1000") || !strings.Contains(home, "gid=1001") || !strings.Contains(home, "size=") {
