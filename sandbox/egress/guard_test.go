@@ -158,8 +158,18 @@ func TestTunnelMustNameTheAllowedHost(t *testing.T) {
 		})
 	}
 
+	// The headers the check holds in memory are bounded.
+	f := start(t, pol, names, plainOrigin.srv.Listener.Addr().String(), nil)
+	huge := "raw:GET / HTTP/1.1\r\nHost: allowed.example\r\nX: " + strings.Repeat("a", 2<<20) + "\r\n\r\n"
+	if body, err := tunnelRequest(t, f, "allowed.example:80", "-", huge); err == nil {
+		t.Errorf("2 MiB of headers in a tunnel: %q", body)
+	}
+	if recs := readLog(t, f.logPath); !strings.Contains(recs[len(recs)-1].Reason, "headers over") {
+		t.Errorf("log %+v", recs)
+	}
+
 	// The allowed name itself passes, over TLS and HTTP, keep-alive too.
-	f := start(t, pol, names, tlsOrigin.srv.Listener.Addr().String(), nil)
+	f = start(t, pol, names, tlsOrigin.srv.Listener.Addr().String(), nil)
 	if body, err := tunnelRequest(t, f, "allowed.example:443", "Allowed.Example.", "allowed.example"); err != nil || body != "vhost sni=Allowed.Example host=allowed.example" {
 		t.Errorf("TLS to the allowed name: %q %v", body, err)
 	}

@@ -48,7 +48,8 @@ var errRefused = errors.New("refused")
 // later (a second HTTP request naming another host) it comes out of the
 // returned reader, and onRefuse is called with it.
 func guardTunnel(client net.Conn, from io.Reader, host string, port int, onRefuse func(error)) (io.Reader, func(), error) {
-	br := bufio.NewReaderSize(from, maxFirstLine)
+	budget := &budgetReader{r: from, n: -1}
+	br := bufio.NewReaderSize(budget, maxFirstLine)
 	_ = client.SetReadDeadline(time.Now().Add(headerTimeout))
 	defer func() { _ = client.SetReadDeadline(time.Time{}) }()
 
@@ -83,7 +84,7 @@ func guardTunnel(client net.Conn, from io.Reader, host string, port int, onRefus
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			err := relayRequests(br, pw, host)
+			err := relayRequests(br, budget, pw, host)
 			if errors.Is(err, errRefused) {
 				onRefuse(err)
 			}
@@ -121,9 +122,13 @@ func looksLikeHTTP(br *bufio.Reader) bool {
 // relayRequests reads HTTP requests from br, checks that each names host,
 // and writes it to w as parsed (never the raw bytes, so that the
 // destination cannot read a request differently from this check).
-func relayRequests(br *bufio.Reader, w io.Writer, host string) error {
+func relayRequests(br *bufio.Reader, budget *budgetReader, w io.Writer, host string) error {
 	for {
+		// The request line and headers are held in memory to be checked:
+		// bounded, as the proxy's own server bounds them.
+		budget.n = maxRequestHeader
 		req, err := http.ReadRequest(br)
+		budget.n = -1
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
@@ -150,6 +155,30 @@ func relayRequests(br *bufio.Reader, w io.Writer, host string) error {
 			return nil
 		}
 	}
+}
+
+// maxRequestHeader bounds the request line and headers of one HTTP
+// request in a tunnel (net/http's server allows 1 MiB).
+const maxRequestHeader = http.DefaultMaxHeaderBytes
+
+// budgetReader reads at most n more bytes from r when n >= 0.
+type budgetReader struct {
+	r io.Reader
+	n int
+}
+
+func (b *budgetReader) Read(p []byte) (int, error) {
+	if b.n == 0 {
+		return 0, fmt.Errorf("%w: HTTP request headers over %d bytes", errRefused, maxRequestHeader)
+	}
+	if b.n > 0 && len(p) > b.n {
+		p = p[:b.n]
+	}
+	n, err := b.r.Read(p)
+	if b.n > 0 {
+		b.n -= n
+	}
+	return n, err
 }
 
 // errHelloSeen stops the TLS handshake once the ClientHello is read.
