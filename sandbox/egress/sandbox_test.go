@@ -188,3 +188,55 @@ func logReasons(t *testing.T, path string) []string {
 	}
 	return out
 }
+
+// A shell loop of refused attempts cannot fill the host's disk: the log
+// takes at most LogBurst records at once, counts the rest, and says how
+// many it dropped. Control: with a rate high enough, the same loop logs
+// every attempt.
+func TestEgressLogBoundedFromSandbox(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	dir := filepath.Join(t.TempDir(), "egress")
+	start := func(name string, rate float64) (*egress.Proxy, string) {
+		logPath := filepath.Join(filepath.Dir(dir), name+".jsonl")
+		p, err := egress.Start(context.Background(), egress.Config{
+			Dir: dir, LogPath: logPath, Task: name, Policy: policy.MustParseEgress("allowed.example"),
+			LogRate: rate, LogBurst: 10,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		return p, logPath
+	}
+	p, logPath := start("bounded", 0.01)
+	sb := sandboxtest.New(t, e, sandbox.Spec{EgressDir: dir})
+	loop := `i=0; while [ $i -lt 200 ] && ! grep -q ':0C38 00000000:0000 0A' /proc/net/tcp; do i=$((i+1)); sleep 0.05; done; ` +
+		`i=0; while [ $i -lt 300 ]; do printf 'CONNECT denied.example:443 HTTP/1.1\r\nHost: x\r\n\r\n' | nc 127.0.0.1 3128 >/dev/null; i=$((i+1)); done; echo LOOP-DONE`
+	run := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		res, err := sb.Run(ctx, "/bin/sh", "-c", loop)
+		if err != nil || !strings.Contains(string(res.Stdout), "LOOP-DONE") {
+			t.Fatalf("attempt loop: %v %s %s", err, res.Stdout, res.Stderr)
+		}
+	}
+	run()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reasons := logReasons(t, logPath)
+	fi, _ := os.Stat(logPath)
+	t.Logf("300 refused attempts: %d records, %d bytes, %d dropped", len(reasons), fi.Size(), p.Dropped())
+	if len(reasons) > 12 || p.Dropped() < 288 || !strings.Contains(reasons[len(reasons)-1], "were not logged") {
+		t.Errorf("log of 300 refused attempts: %d records (last %q), %d dropped", len(reasons), reasons[len(reasons)-1], p.Dropped())
+	}
+
+	p, logPath = start("control", 1e6)
+	run()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(logReasons(t, logPath)); n != 300 || p.Dropped() != 0 {
+		t.Errorf("control: %d records, %d dropped; want all 300 logged", n, p.Dropped())
+	}
+}
