@@ -11,9 +11,15 @@
 // Engine.Get/List/Remove find and remove sandboxes by their labels;
 // Engine.Bench measures the whole path against the docker CLI.
 //
+// Everything a sandbox sends back is untrusted: a session accepts exactly
+// one answer per request it sent (random ids) and frames of at most
+// toolbox.MaxResponseBytes, and ends on anything else; the per-call
+// fallback and Run bound what they keep the same way.
+//
 // It must never touch workspace files from the host on the agent's behalf
 // (the one exception is handing a root-owned workspace to the unprivileged
-// sandbox user at create, without following symlinks), never mount
+// sandbox user at create, without following symlinks, unless
+// Spec.RefuseChown forbids it), never mount
 // docker.sock, never run privileged or in a host namespace, never pull an
 // image, and never print to the terminal.
 package sandbox
