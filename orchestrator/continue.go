@@ -232,7 +232,7 @@ func (r *Run) Settle(ctx context.Context) error {
 	if t.SandboxID != "" {
 		return errors.New("the stopped turn's sandbox is still there")
 	}
-	if err := r.commit(context.WithoutCancel(ctx), agent.Result{Text: "(stopped by the user)"}); err != nil {
+	if err := r.commit(context.WithoutCancel(ctx), nil, agent.Result{Text: "(stopped by the user)"}); err != nil {
 		return err
 	}
 	t.State, t.Error = store.Review, ""

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"github.com/localagent/agent/agent/llm"
 	"github.com/localagent/agent/agent/session"
 	"github.com/localagent/agent/orchestrator/store"
+	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"
 	"github.com/localagent/agent/sandbox/egress"
 	"github.com/localagent/agent/sandbox/toolbox"
@@ -106,7 +106,7 @@ func (r *Run) Execute(ctx context.Context) error {
 	}
 
 	cstart := time.Now()
-	if err := r.commit(ctx, res); err != nil {
+	if err := r.commit(ctx, sb, res); err != nil {
 		return r.stop(ctx, err)
 	}
 	t.Timings.Commit = time.Since(cstart).Milliseconds()
@@ -331,8 +331,9 @@ func modelParam(ep *endpoint) string {
 	return ep.model
 }
 
-// commit commits everything the agent left in the worktree.
-func (r *Run) commit(ctx context.Context, res agent.Result) error {
+// commit commits everything the agent left in the worktree, with the
+// sandbox frozen (see whileFrozen).
+func (r *Run) commit(ctx context.Context, sb *sandbox.Sandbox, res agent.Result) error {
 	o, t := r.o, r.Task
 	repo, err := o.openRepo(ctx, t)
 	if err != nil {
@@ -351,7 +352,11 @@ func (r *Run) commit(ctx context.Context, res agent.Result) error {
 	if r.followUp != "" {
 		msg = FollowUpCommitMessage(t, r.followUp, res.Text)
 	}
-	id, err := repo.CommitAll(ctx, wt, msg)
+	var id string
+	err = o.whileFrozen(ctx, wt.Path, []*sandbox.Sandbox{sb}, func() (err error) {
+		id, err = repo.CommitAll(ctx, wt, msg)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -520,16 +525,10 @@ func (o *Orchestrator) populate(ctx context.Context, t *store.Task, u sandbox.Us
 	return chownTree(wt.Path, u)
 }
 
-// chownTree hands a worktree to the sandbox user (Lchown: never through a
-// symlink).
+// chownTree hands a worktree to the sandbox user, never following a
+// symlink in any component (worktree.ChownTree).
 func chownTree(root string, u sandbox.UserChoice) error {
-	err := filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, u.UID, u.GID)
-	})
-	if err != nil {
+	if err := worktree.ChownTree(root, u.UID, u.GID); err != nil {
 		return fmt.Errorf("handing the worktree to uid %s: %w", u, err)
 	}
 	return nil

@@ -56,6 +56,9 @@ type Options struct {
 	// Environment configures project environments (toolchain images and
 	// dependency caches).
 	Environment EnvironmentOptions
+	// Unsafe switches host-side defences off, for security tests' control
+	// runs only.
+	Unsafe UnsafeOptions
 }
 
 // Orchestrator runs and manages tasks of one state directory.

@@ -214,6 +214,7 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 		SubAgents: cfg.Agent.SubAgents,
 		Egress:    egress,
 		ToolMode:  agent.ToolMode(cfg.Agent.ToolMode),
+		Unsafe:    unsafeFromEnv(f),
 	})
 	if err != nil {
 		return nil, nil, err

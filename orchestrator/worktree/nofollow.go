@@ -1,0 +1,147 @@
+package worktree
+
+import (
+	"errors"
+	"fmt"
+	"golang.org/x/sys/unix"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Host-side file operations on a worktree. The sandbox can write every
+// name in a worktree, so a path the host builds from names there may
+// lead, through a symlink in any of its components, to a host file. These
+// functions therefore never resolve a path: they walk it one component at
+// a time from an open directory (openat with O_NOFOLLOW), so a symlink
+// anywhere is refused (or, for the last component, acted on as the link
+// itself) instead of followed. They are still only safe while nothing in
+// the sandbox can run (see the orchestrator's freeze): between two steps a
+// live process could swap what a name refers to.
+
+// ErrSymlink is returned when a leading component of a path is a symlink
+// (or not a directory).
+var ErrSymlink = errors.New("a path component is a symlink or not a directory")
+
+// openDirNoFollow opens name relative to dirfd as a directory, refusing a
+// symlink.
+func openDirNoFollow(dirfd int, name string) (int, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			return -1, fmt.Errorf("%s: %w", name, ErrSymlink)
+		}
+		return -1, &os.PathError{Op: "openat", Path: name, Err: err}
+	}
+	return fd, nil
+}
+
+func openRoot(root string) (int, error) {
+	return openDirNoFollow(unix.AT_FDCWD, filepath.Clean(root))
+}
+
+// splitRel checks that rel is a relative path inside the root and splits
+// it into its components.
+func splitRel(rel string) ([]string, error) {
+	clean := filepath.Clean(rel)
+	if clean == "." || filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
+		return nil, fmt.Errorf("path %q is not inside the worktree", rel)
+	}
+	return strings.Split(clean, "/"), nil
+}
+
+// LchownChain changes the owner of rel and of every directory between it
+// and root (not root itself), never following a symlink: each directory
+// is entered with O_NOFOLLOW and each entry changed with
+// AT_SYMLINK_NOFOLLOW. A component that no longer exists ends the walk
+// without an error (the file was deleted); a symlink as a leading
+// component is an error wrapping ErrSymlink.
+func LchownChain(root, rel string, uid, gid int) error {
+	parts, err := splitRel(rel)
+	if err != nil {
+		return err
+	}
+	fd, err := openRoot(root)
+	if err != nil {
+		return err
+	}
+	defer func() { unix.Close(fd) }()
+	for i, name := range parts {
+		if err := unix.Fchownat(fd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				return nil
+			}
+			return &os.PathError{Op: "lchown", Path: filepath.Join(parts[:i+1]...), Err: err}
+		}
+		if i == len(parts)-1 {
+			return nil
+		}
+		next, err := openDirNoFollow(fd, name)
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", filepath.Join(parts[:i+1]...), err)
+		}
+		unix.Close(fd)
+		fd = next
+	}
+	return nil
+}
+
+// ChownTree changes the owner of root and of everything under it, walking
+// by open directory descriptors: a symlink is changed as the link itself
+// and never entered.
+func ChownTree(root string, uid, gid int) error {
+	fd, err := openRoot(root)
+	if err != nil {
+		return err
+	}
+	if err := unix.Fchown(fd, uid, gid); err != nil {
+		unix.Close(fd)
+		return &os.PathError{Op: "fchown", Path: root, Err: err}
+	}
+	return walkFD(fd, root, func(dirfd int, name string, isDir bool) error {
+		if err := unix.Fchownat(dirfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil && !errors.Is(err, unix.ENOENT) {
+			return &os.PathError{Op: "lchown", Path: name, Err: err}
+		}
+		return nil
+	})
+}
+
+// walkFD calls fn for every entry under the directory open as fd (which
+// it closes), depth first, entering only real directories (O_NOFOLLOW).
+// fn returning errStop ends the walk with that error.
+func walkFD(fd int, path string, fn func(dirfd int, name string, isDir bool) error) error {
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	for {
+		ents, err := f.ReadDir(1024)
+		for _, e := range ents {
+			isDir := e.IsDir() // from d_type: a symlink is never IsDir
+			if err := fn(fd, e.Name(), isDir); err != nil {
+				return err
+			}
+			if !isDir {
+				continue
+			}
+			sub, err := openDirNoFollow(fd, e.Name())
+			if err != nil {
+				if errors.Is(err, unix.ENOENT) {
+					continue
+				}
+				return fmt.Errorf("%s: %w", filepath.Join(path, e.Name()), err)
+			}
+			if err := walkFD(sub, filepath.Join(path, e.Name()), fn); err != nil {
+				return err
+			}
+		}
+		if err == io.EOF || (err == nil && len(ents) == 0) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
