@@ -77,18 +77,15 @@ func (e *Engine) Thaw(ctx context.Context, id string) error {
 		return ErrCannotFreeze
 	}
 	if err := f.ContainerUnpause(ctx, id); err != nil {
-		if cerrdefs.IsNotFound(err) || (cerrdefs.IsConflict(err) && !e.paused(ctx, id)) {
+		// Engines answer "not paused" with different kinds of error:
+		// ask the engine for the state instead.
+		ins, ierr := e.api.ContainerInspect(ctx, id)
+		if cerrdefs.IsNotFound(err) || cerrdefs.IsNotFound(ierr) || (ierr == nil && ins.State != nil && !ins.State.Paused) {
 			return nil // gone, or not paused (any more)
 		}
 		return e.wrap("thawing sandbox "+shortID(id), err)
 	}
 	return nil
-}
-
-// paused reports whether the engine sees the container paused.
-func (e *Engine) paused(ctx context.Context, id string) bool {
-	ins, err := e.api.ContainerInspect(ctx, id)
-	return err == nil && ins.State != nil && ins.State.Paused
 }
 
 // FreezeCost is what one freeze and thaw of a sandbox took.
