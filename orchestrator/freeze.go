@@ -81,3 +81,15 @@ func (o *Orchestrator) whileFrozen(ctx context.Context, dir string, sbs []*sandb
 	serr := step()
 	return errors.Join(serr, thaw())
 }
+
+// onWorktree runs step, a host read of the worktree dir outside a task run
+// (the review's git status, `agent diff`), with every running sandbox over
+// dir frozen: a task still running in another process, or an `agent
+// shell`. Without a Docker engine no sandbox can be running, and the step
+// runs as it is, so reviews and diffs keep working without a daemon.
+func (o *Orchestrator) onWorktree(ctx context.Context, dir string, step func() error) error {
+	if _, err := o.engine(ctx); err != nil {
+		return step()
+	}
+	return o.whileFrozen(ctx, dir, nil, step)
+}

@@ -129,7 +129,11 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 		return nil, err
 	}
 	if wt := o.checkedOutWorktree(repo, t); wt != nil {
-		if rv.Uncommitted, err = repo.Changes(ctx, wt); err != nil {
+		err := o.onWorktree(ctx, wt.Path, func() (err error) {
+			rv.Uncommitted, err = repo.Changes(ctx, wt)
+			return err
+		})
+		if err != nil {
 			return nil, err
 		}
 		for _, c := range rv.Uncommitted {
@@ -173,13 +177,18 @@ func (o *Orchestrator) Diff(ctx context.Context, t *store.Task, w io.Writer) err
 		return fmt.Errorf("task %s: its branch %s no longer exists (task %s)", t.ID, t.Branch, t.State)
 	}
 	if wt := o.checkedOutWorktree(repo, t); wt != nil {
-		ch, err := repo.Changes(ctx, wt)
-		if err != nil {
-			return err
-		}
-		if len(ch) > 0 {
+		done := false
+		err := o.onWorktree(ctx, wt.Path, func() error {
+			ch, err := repo.Changes(ctx, wt)
+			if err != nil || len(ch) == 0 {
+				return err
+			}
 			// Committed and uncommitted work together, against the base.
+			done = true
 			return repo.DiffWorktree(ctx, wt, t.BaseCommit, w)
+		})
+		if err != nil || done {
+			return err
 		}
 	}
 	return repo.Diff(ctx, t.BaseCommit, tip, w)
