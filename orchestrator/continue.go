@@ -232,8 +232,12 @@ func (r *Run) Settle(ctx context.Context) error {
 	if t.SandboxID != "" {
 		return errors.New("the stopped turn's sandbox is still there")
 	}
-	if err := r.commit(context.WithoutCancel(ctx), nil, agent.Result{Text: "(stopped by the user)"}); err != nil {
+	derr, err := r.commit(context.WithoutCancel(ctx), nil, agent.Result{Text: "(stopped by the user)"})
+	if err != nil {
 		return err
+	}
+	if derr != nil {
+		return r.diskStop(nil, derr)
 	}
 	t.State, t.Error = store.Review, ""
 	return r.o.store.Save(t)

@@ -97,19 +97,31 @@ func (r *Run) Execute(ctx context.Context) error {
 		return r.stop(ctx, err)
 	}
 	astart := time.Now()
-	res, runErr := ag.Run(ctx, prompt)
+	actx, cancelRun := context.WithCancelCause(ctx)
+	stopGuard := r.guardDisk(actx, sb, cancelRun)
+	res, runErr := ag.Run(actx, prompt)
+	stopGuard()
+	cancelRun(nil)
 	_ = ag.Close()
 	t.Timings.Agent += time.Since(astart).Milliseconds()
 	t.Result = res.Text
+	var bound *DiskError
+	if errors.As(context.Cause(actx), &bound) && ctx.Err() == nil {
+		runErr = nil
+	}
 	if runErr != nil {
 		return r.stop(ctx, runErr)
 	}
 
 	cstart := time.Now()
-	if err := r.commit(ctx, sb, res); err != nil {
+	derr, err := r.commit(ctx, sb, res)
+	if err != nil {
 		return r.stop(ctx, err)
 	}
 	t.Timings.Commit = time.Since(cstart).Milliseconds()
+	if bound != nil || derr != nil {
+		return r.stop(ctx, r.diskStop(bound, derr))
+	}
 	t.State = store.Review
 	t.Finished = time.Now().UTC()
 	save()
@@ -332,38 +344,35 @@ func modelParam(ep *endpoint) string {
 }
 
 // commit commits everything the agent left in the worktree, with the
-// sandbox frozen (see whileFrozen).
-func (r *Run) commit(ctx context.Context, sb *sandbox.Sandbox, res agent.Result) error {
+// sandbox frozen (see whileFrozen) and never more than the disk bound (see
+// commitBounded): a *DiskError says what was left out.
+func (r *Run) commit(ctx context.Context, sb *sandbox.Sandbox, res agent.Result) (*DiskError, error) {
 	o, t := r.o, r.Task
 	repo, err := o.openRepo(ctx, t)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	wt, err := o.taskWorktree(repo, t)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	unlock, err := repo.Lock(ctx, o.lockDir())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer unlock()
 	msg := CommitMessage(t, res.Text)
 	if r.followUp != "" {
 		msg = FollowUpCommitMessage(t, r.followUp, res.Text)
 	}
-	var id string
-	err = o.whileFrozen(ctx, wt.Path, []*sandbox.Sandbox{sb}, func() (err error) {
-		id, err = repo.CommitAll(ctx, wt, msg)
-		return err
-	})
+	id, derr, err := o.commitBounded(ctx, repo, wt, []*sandbox.Sandbox{sb}, msg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if id != "" {
 		t.Commits = append(t.Commits, id)
 	}
-	return nil
+	return derr, nil
 }
 
 // CommitMessage is the message of a task's commit: the task's first line

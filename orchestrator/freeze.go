@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/localagent/agent/sandbox"
@@ -68,12 +69,12 @@ func (o *Orchestrator) whileFrozen(ctx context.Context, dir string, sbs []*sandb
 		defer cancel()
 		var errs []error
 		for _, id := range frozen {
-			errs = append(errs, e.Thaw(cctx, id))
+			errs = append(errs, freezes.thaw(cctx, e, id))
 		}
 		return errors.Join(errs...)
 	}
 	for _, id := range order {
-		if err := e.Freeze(ctx, id); err != nil {
+		if err := freezes.freeze(ctx, e, id); err != nil {
 			return errors.Join(fmt.Errorf("the worktree %s is left alone while its sandbox can run: %w", dir, err), thaw())
 		}
 		frozen = append(frozen, id)
@@ -92,4 +93,38 @@ func (o *Orchestrator) onWorktree(ctx context.Context, dir string, step func() e
 		return step()
 	}
 	return o.whileFrozen(ctx, dir, nil, step)
+}
+
+// freezes counts the host steps that hold each sandbox frozen, so that
+// steps overlapping on one sandbox (the disk guard's measurement and a
+// sub-agent's apply, both on the parent) never thaw it under another: the
+// first freezes it, the last thaws it.
+var freezes = freezeCounts{n: map[string]int{}}
+
+type freezeCounts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (f *freezeCounts) freeze(ctx context.Context, e *sandbox.Engine, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n[id] == 0 {
+		if err := e.Freeze(ctx, id); err != nil {
+			return err
+		}
+	}
+	f.n[id]++
+	return nil
+}
+
+func (f *freezeCounts) thaw(ctx context.Context, e *sandbox.Engine, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n[id]--
+	if f.n[id] > 0 {
+		return nil
+	}
+	delete(f.n, id)
+	return e.Thaw(ctx, id)
 }

@@ -169,13 +169,12 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	if runErr != nil {
 		return fail("the sub-agent stopped: %v (its work is kept on branch %s)", runErr, branch)
 	}
-	var tip string
-	err = o.whileFrozen(ctx, cwt.Path, []*sandbox.Sandbox{sb}, func() (err error) {
-		tip, err = repo.CommitAll(ctx, cwt, CommitMessage(&store.Task{ID: t.ID, Prompt: st.Prompt, Model: t.Model}, res.Text))
-		return err
-	})
+	tip, derr, err := o.commitBounded(ctx, repo, cwt, []*sandbox.Sandbox{sb}, CommitMessage(&store.Task{ID: t.ID, Prompt: st.Prompt, Model: t.Model}, res.Text))
 	if err != nil {
 		return fail("committing the sub-agent's work: %v", err)
+	}
+	if derr != nil {
+		return fail("the sub-agent's %v; what was committed is kept on branch %s", derr, branch)
 	}
 	summary := strings.TrimSpace(res.Text)
 	if tip == "" {

@@ -102,7 +102,7 @@ func ChownTree(root string, uid, gid int) error {
 		unix.Close(fd)
 		return &os.PathError{Op: "fchown", Path: root, Err: err}
 	}
-	return walkFD(fd, root, func(dirfd int, name string, isDir bool) error {
+	return walkFD(fd, root, "", func(dirfd int, name, _ string, _ bool) error {
 		if err := unix.Fchownat(dirfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil && !errors.Is(err, unix.ENOENT) {
 			return &os.PathError{Op: "lchown", Path: name, Err: err}
 		}
@@ -112,15 +112,20 @@ func ChownTree(root string, uid, gid int) error {
 
 // walkFD calls fn for every entry under the directory open as fd (which
 // it closes), depth first, entering only real directories (O_NOFOLLOW).
-// fn returning errStop ends the walk with that error.
-func walkFD(fd int, path string, fn func(dirfd int, name string, isDir bool) error) error {
+// fn gets the entry's name in dirfd and its path relative to the walk's
+// root (rel is the directory's); an error from fn ends the walk.
+func walkFD(fd int, path, rel string, fn func(dirfd int, name, rel string, isDir bool) error) error {
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	for {
 		ents, err := f.ReadDir(1024)
 		for _, e := range ents {
 			isDir := e.IsDir() // from d_type: a symlink is never IsDir
-			if err := fn(fd, e.Name(), isDir); err != nil {
+			erel := e.Name()
+			if rel != "" {
+				erel = rel + "/" + erel
+			}
+			if err := fn(fd, e.Name(), erel, isDir); err != nil {
 				return err
 			}
 			if !isDir {
@@ -133,7 +138,7 @@ func walkFD(fd int, path string, fn func(dirfd int, name string, isDir bool) err
 				}
 				return fmt.Errorf("%s: %w", filepath.Join(path, e.Name()), err)
 			}
-			if err := walkFD(sub, filepath.Join(path, e.Name()), fn); err != nil {
+			if err := walkFD(sub, filepath.Join(path, e.Name()), erel, fn); err != nil {
 				return err
 			}
 		}
@@ -144,4 +149,90 @@ func walkFD(fd int, path string, fn func(dirfd int, name string, isDir bool) err
 			return err
 		}
 	}
+}
+
+// SizedFile is one file of a measured tree.
+type SizedFile struct {
+	Path  string `json:"path"` // relative to the tree's root
+	Bytes int64  `json:"bytes"`
+}
+
+// TreeSize is what MeasureTree found.
+type TreeSize struct {
+	// Bytes is the sum over every entry of the larger of its length and
+	// the space it takes on disk (a sparse file counts at its length: git
+	// would read all of it).
+	Bytes int64
+	// Entries is the number of entries visited.
+	Entries int
+	// Stopped says the walk ended early because Bytes passed the bound
+	// it was given: Bytes is then a lower bound.
+	Stopped bool
+	// Largest are the largest regular files, largest first.
+	Largest []SizedFile
+}
+
+// MaxTreeEntries bounds the entries MeasureTree visits.
+const MaxTreeEntries = 2_000_000
+
+// ErrTooManyEntries is returned when a tree has more than MaxTreeEntries.
+var ErrTooManyEntries = errors.New("the tree has too many entries to measure")
+
+var errStopWalk = errors.New("stop")
+
+// MeasureTree adds up the size of everything under root without following
+// a symlink anywhere (see ChownTree), keeping the keep largest regular
+// files. With stopAt > 0 it stops as soon as the total passes stopAt. It
+// reads metadata only, and visits at most MaxTreeEntries entries.
+func MeasureTree(root string, stopAt int64, keep int) (TreeSize, error) {
+	var ts TreeSize
+	fd, err := openRoot(root)
+	if err != nil {
+		return ts, err
+	}
+	err = walkFD(fd, root, "", func(dirfd int, name, rel string, _ bool) error {
+		var st unix.Stat_t
+		if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				return nil
+			}
+			return &os.PathError{Op: "lstat", Path: rel, Err: err}
+		}
+		ts.Entries++
+		if ts.Entries > MaxTreeEntries {
+			return ErrTooManyEntries
+		}
+		n := max(st.Size, st.Blocks*512)
+		ts.Bytes += n
+		if keep > 0 && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			ts.Largest = keepLargest(ts.Largest, SizedFile{Path: rel, Bytes: n}, keep)
+		}
+		if stopAt > 0 && ts.Bytes > stopAt {
+			ts.Stopped = true
+			return errStopWalk
+		}
+		return nil
+	})
+	if errors.Is(err, errStopWalk) {
+		err = nil
+	}
+	return ts, err
+}
+
+// keepLargest inserts f into list (largest first) and keeps at most n.
+func keepLargest(list []SizedFile, f SizedFile, n int) []SizedFile {
+	if len(list) == n && list[n-1].Bytes >= f.Bytes {
+		return list
+	}
+	i := len(list)
+	for i > 0 && list[i-1].Bytes < f.Bytes {
+		i--
+	}
+	list = append(list, SizedFile{})
+	copy(list[i+1:], list[i:])
+	list[i] = f
+	if len(list) > n {
+		list = list[:n]
+	}
+	return list
 }

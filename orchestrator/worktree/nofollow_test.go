@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 )
@@ -116,5 +117,73 @@ func TestChownTreeNeverEntersSymlinks(t *testing.T) {
 	}
 	if err := ChownTree(filepath.Join(root, "d", "link"), 1, 1); !errors.Is(err, ErrSymlink) {
 		t.Errorf("ChownTree of a symlink root: %v", err)
+	}
+}
+
+// TestMeasureTree: sizes add up (a sparse file at its length), symlinks
+// are counted as links and never followed, the largest files are kept
+// in order, and the walk stops once past the bound.
+func TestMeasureTree(t *testing.T) {
+	root := t.TempDir()
+	host := t.TempDir()
+	if err := os.WriteFile(filepath.Join(host, "huge"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(host, filepath.Join(root, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, n := range map[string]int{"a": 1000, "d/b": 5000, "d/c": 3000} {
+		if err := os.WriteFile(filepath.Join(root, name), make([]byte, n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sparse, err := os.Create(filepath.Join(root, "sparse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sparse.Truncate(200 << 10); err != nil {
+		t.Fatal(err)
+	}
+	sparse.Close()
+	ts, err := MeasureTree(root, 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts.Bytes < 209000 || ts.Bytes > 300<<10 {
+		t.Errorf("total %d: want the files (209 KB) and directories, not what the link points to", ts.Bytes)
+	}
+	if len(ts.Largest) != 2 || ts.Largest[0].Path != "sparse" || ts.Largest[1].Path != "d/b" {
+		t.Errorf("largest: %+v", ts.Largest)
+	}
+	if ts.Stopped {
+		t.Error("stopped without a bound")
+	}
+	ts, err = MeasureTree(root, 10000, 0)
+	if err != nil || !ts.Stopped {
+		t.Errorf("bounded walk: %+v %v", ts, err)
+	}
+}
+
+// BenchmarkMeasureTree10k measures the walk the disk bound makes, on
+// 10,000 small files in 100 directories.
+func BenchmarkMeasureTree10k(b *testing.B) {
+	root := b.TempDir()
+	for i := range 10_000 {
+		p := filepath.Join(root, "pkg"+strconv.Itoa(i%100), "f"+strconv.Itoa(i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := MeasureTree(root, 0, 64); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

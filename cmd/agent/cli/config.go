@@ -35,13 +35,20 @@ type Config struct {
 
 // SandboxConfig configures the workspace containers.
 type SandboxConfig struct {
-	Image   string  `mapstructure:"image"`
-	Memory  string  `mapstructure:"memory"` // e.g. "4g"
-	CPUs    float64 `mapstructure:"cpus"`
-	Pids    int64   `mapstructure:"pids"`
-	Tmpfs   string  `mapstructure:"tmpfs"` // size of /tmp and the home tmpfs
-	Toolbox string  `mapstructure:"toolbox"`
-	Runtime string  `mapstructure:"runtime"` // "" = engine default (runc); e.g. "runsc"
+	Image  string  `mapstructure:"image"`
+	Memory string  `mapstructure:"memory"` // e.g. "4g"
+	CPUs   float64 `mapstructure:"cpus"`
+	Pids   int64   `mapstructure:"pids"`
+	Tmpfs  string  `mapstructure:"tmpfs"` // size of /tmp and the home tmpfs
+	// Disk bounds a task's workspace (the worktree on the host disk); a
+	// task that grows it past the bound is stopped, its work so far
+	// committed. "0" switches the bound off.
+	Disk string `mapstructure:"disk"`
+	// MinFree is the free space the state directory's file system must
+	// keep while a task runs; "0" switches the floor off.
+	MinFree string `mapstructure:"min_free"`
+	Toolbox string `mapstructure:"toolbox"`
+	Runtime string `mapstructure:"runtime"` // "" = engine default (runc); e.g. "runsc"
 	// Seccomp is "default" (the engine's profile) or "strict" (the
 	// project's allowlist, policy.StrictSeccomp).
 	Seccomp string `mapstructure:"seccomp"`
@@ -130,6 +137,8 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("sandbox.cpus", 2.0)
 	v.SetDefault("sandbox.pids", 512)
 	v.SetDefault("sandbox.tmpfs", "1g")
+	v.SetDefault("sandbox.disk", "10g")
+	v.SetDefault("sandbox.min_free", "1g")
 	v.SetDefault("sandbox.toolbox", "")
 	v.SetDefault("sandbox.runtime", "")
 	v.SetDefault("sandbox.seccomp", "default")
@@ -249,6 +258,7 @@ var projectKeys = []string{
 	"sandbox.cpus",
 	"sandbox.pids",
 	"sandbox.tmpfs",
+	"sandbox.disk",
 	"sandbox.shell",
 	"llm.model",
 	"llm.ctx",

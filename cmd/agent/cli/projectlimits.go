@@ -146,3 +146,14 @@ func lowersLimit(key string, proj, user any) string {
 	}
 	return ""
 }
+
+// diskBounds reads sandbox.disk and sandbox.min_free ("0": none).
+func diskBounds(cfg *Config) (limit, minFree int64, err error) {
+	if limit, err = policy.ParseSize(cfg.Sandbox.Disk); err != nil {
+		return 0, 0, fmt.Errorf("configuration sandbox.disk: %w", err)
+	}
+	if minFree, err = policy.ParseSize(cfg.Sandbox.MinFree); err != nil {
+		return 0, 0, fmt.Errorf("configuration sandbox.min_free: %w", err)
+	}
+	return limit, minFree, nil
+}
