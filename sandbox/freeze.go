@@ -31,10 +31,14 @@ var ErrCannotFreeze = errors.New("the container engine cannot freeze a sandbox")
 // then read and write the sandbox's workspace: nothing in the sandbox can
 // change it meanwhile (swap a directory for a symlink, for one).
 //
-// Freezing a sandbox that is already frozen, no longer running or gone is
-// not an error (no process of it can run). The caller
-// must Thaw it when the run continues; a frozen sandbox can be removed as
-// it is.
+// Freezing a sandbox that is no longer running or gone is not an error (no
+// process of it can run). Each Freeze is matched by one Thaw of the same
+// holder, and holders do not share a freeze: a sandbox someone else froze
+// (another agent process reading the same worktree) is waited for, up to
+// FreezeWait, and then frozen anew, so that the other holder's Thaw can
+// never release it under this one. Within one process, callers that may
+// overlap count their freezes themselves. The caller must Thaw the sandbox
+// when the run continues; a frozen sandbox can be removed as it is.
 func (s *Sandbox) Freeze(ctx context.Context) error { return s.e.Freeze(ctx, s.ID) }
 
 // Thaw resumes a sandbox stopped by Freeze. Thawing one that is not frozen
@@ -47,8 +51,34 @@ func (e *Engine) Freeze(ctx context.Context, id string) error {
 	if !ok {
 		return ErrCannotFreeze
 	}
-	if err := f.ContainerPause(ctx, id); err != nil && !cerrdefs.IsConflict(err) && !cerrdefs.IsNotFound(err) {
-		return e.wrap("freezing sandbox "+shortID(id), err)
+	deadline := time.Now().Add(FreezeWait)
+	for {
+		err := f.ContainerPause(ctx, id)
+		if err == nil || cerrdefs.IsNotFound(err) {
+			break
+		}
+		if !cerrdefs.IsConflict(err) {
+			return e.wrap("freezing sandbox "+shortID(id), err)
+		}
+		// Paused already, or not running.
+		ins, ierr := e.api.ContainerInspect(ctx, id)
+		switch {
+		case cerrdefs.IsNotFound(ierr):
+			return nil
+		case ierr != nil:
+			return e.wrap("freezing sandbox "+shortID(id), ierr)
+		case ins.State == nil || (!ins.State.Running && !ins.State.Restarting):
+			return nil
+		case !ins.State.Paused:
+			continue // thawed meanwhile: pause it ourselves
+		case time.Now().After(deadline):
+			return fmt.Errorf("freezing sandbox %s: it has been frozen by someone else for over %s (a `docker pause`?): unpause it", shortID(id), FreezeWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	// The engine answers once runc saw the freezer reach FROZEN; check it
 	// anyway: a host step that trusted a freeze that did not happen would
@@ -87,6 +117,10 @@ func (e *Engine) Thaw(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// FreezeWait bounds how long Freeze waits for a sandbox that another
+// holder froze.
+const FreezeWait = 30 * time.Second
 
 // FreezeCost is what one freeze and thaw of a sandbox took.
 type FreezeCost struct {

@@ -52,11 +52,26 @@ func TestFreezeStopsEveryProcess(t *testing.T) {
 	if err := sb.Freeze(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := sb.Freeze(ctx); err != nil {
-		t.Fatalf("freezing a frozen sandbox: %v", err)
-	}
+	// A second holder waits for the first one's thaw and then holds its
+	// own freeze: the first holder's thaw never releases the second's.
+	second := make(chan error, 1)
+	go func() { second <- sb.Freeze(ctx) }()
 	if grows() {
 		t.Fatal("a process of the frozen sandbox still wrote to the workspace")
+	}
+	select {
+	case err := <-second:
+		t.Fatalf("a second freeze returned while the first held the sandbox: %v", err)
+	default:
+	}
+	if err := sb.Thaw(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatalf("second freeze: %v", err)
+	}
+	if grows() {
+		t.Fatal("the sandbox ran while the second holder froze it")
 	}
 	if err := sb.Thaw(ctx); err != nil {
 		t.Fatal(err)
