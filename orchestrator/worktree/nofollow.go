@@ -236,3 +236,32 @@ func keepLargest(list []SizedFile, f SizedFile, n int) []SizedFile {
 	}
 	return list
 }
+
+// chmodNoFollow sets the mode of the directory name in dirfd without
+// following a symlink: the directory is pinned with O_PATH|O_NOFOLLOW and
+// changed through its /proc/self/fd link, which names that very inode.
+func chmodNoFollow(dirfd int, name string, mode uint32) error {
+	fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Chmod(fmt.Sprintf("/proc/self/fd/%d", fd), mode)
+}
+
+// makeDirsWritable gives the owner every permission on root and every
+// directory under it (best effort), so that a tree the sandbox made
+// unwritable can be removed; it never follows a symlink.
+func makeDirsWritable(root string) {
+	_ = chmodNoFollow(unix.AT_FDCWD, filepath.Clean(root), 0o700)
+	fd, err := openRoot(root)
+	if err != nil {
+		return
+	}
+	_ = walkFD(fd, root, "", func(dirfd int, name, _ string, isDir bool) error {
+		if isDir {
+			_ = chmodNoFollow(dirfd, name, 0o700)
+		}
+		return nil
+	})
+}

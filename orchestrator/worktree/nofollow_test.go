@@ -187,3 +187,48 @@ func BenchmarkMeasureTree10k(b *testing.B) {
 		}
 	}
 }
+
+// TestMakeDirsWritableNeverFollows: directories of the tree get 0700, a
+// directory behind a symlink keeps its mode. Control: os.Chmod by path,
+// as the removal did before, changes the directory behind the link.
+func TestMakeDirsWritableNeverFollows(t *testing.T) {
+	root := t.TempDir()
+	host := t.TempDir()
+	if err := os.Chmod(host, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chmod(host, 0o755) })
+	if err := os.MkdirAll(filepath.Join(root, "a", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"a/b", "a"} {
+		if err := os.Chmod(filepath.Join(root, d), 0o500); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(host, filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	mode := func(p string) os.FileMode {
+		st, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Mode().Perm()
+	}
+	makeDirsWritable(root)
+	for _, d := range []string{".", "a", "a/b"} {
+		if m := mode(filepath.Join(root, d)); m != 0o700 {
+			t.Errorf("%s: mode %o, want 700", d, m)
+		}
+	}
+	if m := mode(host); m != 0o555 {
+		t.Fatalf("the directory behind the symlink changed mode to %o", m)
+	}
+	if err := os.Chmod(filepath.Join(root, "link"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if mode(host) != 0o700 {
+		t.Fatal("control failed: os.Chmod did not follow the link, so this test proves nothing")
+	}
+}

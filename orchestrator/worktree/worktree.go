@@ -3,7 +3,6 @@ package worktree
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -262,12 +261,7 @@ func removeAll(path string) error {
 	if err := os.RemoveAll(path); err == nil {
 		return nil
 	}
-	_ = filepath.WalkDir(path, func(p string, d fs.DirEntry, _ error) error {
-		if d != nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
+	makeDirsWritable(path)
 	return os.RemoveAll(path)
 }
 
