@@ -58,14 +58,13 @@ func freeBytes(dir string) (int64, error) {
 	return int64(st.Bavail) * int64(st.Bsize), nil
 }
 
-// guardDisk watches the run's disk use until the returned stop is called
-// and cancels the run with a *DiskError as the cause when the worktree
-// grows past Options.DiskLimit or the state directory's free space falls
-// below Options.MinFree. Worktrees live under the state directory, so the
+// guardDisk watches the disk use of the worktree dir (sb's workspace)
+// until the returned stop is called and cancels the run with a *DiskError
+// as the cause when the worktree grows past Options.DiskLimit or the state
+// directory's free space falls below Options.MinFree. Worktrees live under the state directory, so the
 // worktree cannot have grown by more than the free space fell: while
 // that drop is smaller than what is left to the bound, no walk is needed.
-func (r *Run) guardDisk(ctx context.Context, sb *sandbox.Sandbox, cancel context.CancelCauseFunc) (stop func()) {
-	o, t := r.o, r.Task
+func (o *Orchestrator) guardDisk(ctx context.Context, dir string, sb *sandbox.Sandbox, cancel context.CancelCauseFunc) (stop func()) {
 	limit, floor := o.opts.DiskLimit, o.opts.MinFree
 	if limit <= 0 && floor <= 0 {
 		return func() {}
@@ -91,7 +90,7 @@ func (r *Run) guardDisk(ctx context.Context, sb *sandbox.Sandbox, cancel context
 			}
 			free, ferr := freeBytes(o.opts.StateDir)
 			if ferr == nil && floor > 0 && free < floor {
-				cancel(&DiskError{Reason: fmt.Sprintf("the host's free space under %s fell to %s, below the floor of %s (sandbox.min_free): the task was stopped", o.opts.StateDir, human(free), human(floor))})
+				cancel(&DiskError{Reason: fmt.Sprintf("the host's free space under %s fell to %s, below the floor of %s (sandbox.min_free)", o.opts.StateDir, human(free), human(floor))})
 				return
 			}
 			if limit <= 0 {
@@ -102,18 +101,18 @@ func (r *Run) guardDisk(ctx context.Context, sb *sandbox.Sandbox, cancel context
 			}
 			start := time.Now()
 			var ts worktree.TreeSize
-			err := o.whileFrozen(ctx, t.Worktree, []*sandbox.Sandbox{sb}, func() (err error) {
-				ts, err = worktree.MeasureTree(t.Worktree, limit, 0)
+			err := o.whileFrozen(ctx, dir, []*sandbox.Sandbox{sb}, func() (err error) {
+				ts, err = worktree.MeasureTree(dir, limit, 0)
 				return err
 			})
 			switch {
 			case errors.Is(err, worktree.ErrTooManyEntries):
-				cancel(&DiskError{Reason: fmt.Sprintf("the workspace holds more than %d entries: the task was stopped", worktree.MaxTreeEntries)})
+				cancel(&DiskError{Reason: fmt.Sprintf("the workspace holds more than %d entries", worktree.MaxTreeEntries)})
 				return
 			case err != nil:
 				continue // the run's own steps report engine trouble
 			case ts.Stopped:
-				cancel(&DiskError{Reason: fmt.Sprintf("the workspace grew past its bound of %s (sandbox.disk): the task was stopped", human(limit))})
+				cancel(&DiskError{Reason: fmt.Sprintf("the workspace grew past its bound of %s (sandbox.disk)", human(limit))})
 				return
 			}
 			lastSize, lastAt, lastFree = ts.Bytes, time.Now(), free
@@ -147,7 +146,7 @@ func (o *Orchestrator) boundedExclusions(dir string) (exclude []string, all bool
 	if err != nil {
 		return nil, false, &DiskError{Reason: fmt.Sprintf("the workspace could not be measured against its bound of %s (sandbox.disk): %v", human(limit), err)}
 	}
-	derr = &DiskError{Reason: fmt.Sprintf("the workspace grew to %s, past its bound of %s (sandbox.disk): the task was stopped", human(ts.Bytes), human(limit))}
+	derr = &DiskError{Reason: fmt.Sprintf("the workspace grew to %s, past its bound of %s (sandbox.disk)", human(ts.Bytes), human(limit))}
 	total := ts.Bytes
 	var names []string
 	for _, f := range ts.Largest {
@@ -203,9 +202,9 @@ func (r *Run) diskStop(bound, committed *DiskError) *DiskError {
 	t := r.Task
 	de := &DiskError{}
 	if bound != nil {
-		de.Reason = bound.Reason
+		de.Reason = bound.Reason + ": the task was stopped"
 	} else {
-		de.Reason = committed.Reason
+		de.Reason = committed.Reason + ": the task was stopped"
 	}
 	switch {
 	case committed != nil && committed.Kept == "":

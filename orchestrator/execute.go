@@ -98,7 +98,7 @@ func (r *Run) Execute(ctx context.Context) error {
 	}
 	astart := time.Now()
 	actx, cancelRun := context.WithCancelCause(ctx)
-	stopGuard := r.guardDisk(actx, sb, cancelRun)
+	stopGuard := o.guardDisk(actx, t.Worktree, sb, cancelRun)
 	res, runErr := ag.Run(actx, prompt)
 	stopGuard()
 	cancelRun(nil)

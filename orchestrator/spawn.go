@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -164,8 +165,18 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	if err != nil {
 		return fail("%v", err)
 	}
-	res, runErr := ag.Run(ctx, st.Prompt)
+	actx, cancelRun := context.WithCancelCause(ctx)
+	stopGuard := o.guardDisk(actx, cwt.Path, sb, cancelRun)
+	res, runErr := ag.Run(actx, st.Prompt)
+	stopGuard()
+	cancelRun(nil)
 	_ = ag.Close()
+	var bound *DiskError
+	if errors.As(context.Cause(actx), &bound) && ctx.Err() == nil {
+		// Keep what it did before crossing the bound on its branch.
+		_, _, _ = o.commitBounded(ctx, repo, cwt, []*sandbox.Sandbox{sb}, CommitMessage(&store.Task{ID: t.ID, Prompt: st.Prompt, Model: t.Model}, res.Text))
+		return fail("the sub-agent was stopped: %v; its work so far is kept on branch %s", bound, branch)
+	}
 	if runErr != nil {
 		return fail("the sub-agent stopped: %v (its work is kept on branch %s)", runErr, branch)
 	}

@@ -67,3 +67,51 @@ func TestDiskBound(t *testing.T) {
 		t.Errorf("control failed: without a bound the large file is not on the branch: %v", err)
 	}
 }
+
+// subDiskScript: a sub-agent floods its own workspace; the parent sees it
+// stopped and finishes.
+const subDiskScript = `model: subdisk
+slots: 1
+turns:
+  - tool_calls:
+      - name: spawn_agents
+        arguments:
+          tasks:
+            - {name: flood, prompt: "Flood the disk."}
+  - expect: {last_contains: "Flood the disk."}
+    tool_calls:
+      - {name: write_file, arguments: {path: sub-kept.txt, content: "sub work\n"}}
+  - expect: {last_role: tool}
+    tool_calls:
+      - {name: bash, arguments: {timeout: 60, command: "head -c 104857600 /dev/zero > big.bin && sleep 30 && echo flood-finished"}}
+  - expect: {last_role: tool}
+    text: "Flooded."
+  - expect: {last_role: tool, tool_result_contains: "the sub-agent was stopped"}
+    text: "The sub-agent hit the disk bound."
+`
+
+// TestSubAgentDiskBound: a sub-agent whose command writes past
+// sandbox.disk is stopped while it runs; the parent is told, and the
+// sub-agent's work before it is kept on its branch, without the file.
+func TestSubAgentDiskBound(t *testing.T) {
+	c := RequireEngine(t)
+	env := NewAgentEnv(t, c)
+	env.Env = append(env.Env, "AGENT_SANDBOX_DISK=20m")
+	repo := NewSampleRepo(t)
+	start := time.Now()
+	out := mustRun(t, env, repo, "task", "--llm", "script:"+writeScript(t, subDiskScript), "--approve", "keep", env.LabelFlag(), "Delegate the flood")
+	if took := time.Since(start); took > 25*time.Second {
+		t.Errorf("the sub-agent was not stopped while its command ran (took %s)", took)
+	}
+	rec := onlyTask(t, env.StateDir)
+	branches := strings.Fields(Git(t, repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/"+rec.Branch+"-sub-*"))
+	if len(branches) != 1 {
+		t.Fatalf("want the sub-agent's branch kept, have %v\n%s", branches, out)
+	}
+	if got := Git(t, repo, "show", branches[0]+":sub-kept.txt"); got != "sub work" {
+		t.Errorf("the sub-agent's work before the flood is not on its branch: %q", got)
+	}
+	if _, err := GitErr(repo, "cat-file", "-e", branches[0]+":big.bin"); err == nil {
+		t.Error("the file past the bound was committed")
+	}
+}
