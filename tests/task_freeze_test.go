@@ -270,6 +270,14 @@ func TestFreezeWhileApplyingSubAgent(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("agent task: exit %d\n%s", code, out)
 			}
+			// The attacker swapped x in every run (after the thaw, when
+			// frozen): the task's final commit holds the link.
+			if !strings.Contains(out, "the task adds a symlink x -> "+host) {
+				t.Errorf("the attacker did not swap x, so this run proves nothing:\n%s", out)
+			}
+			if tc.name == "no-follow-only" && !strings.Contains(out, "a path component is a symlink") {
+				t.Errorf("with the freeze off the hand-over did not meet the symlink, so this run proves nothing:\n%s", out)
+			}
 			var st syscall.Stat_t
 			if err := syscall.Lstat(filepath.Join(host, "y", "f"), &st); err != nil {
 				t.Fatal(err)

@@ -25,20 +25,24 @@ import (
 var ErrSymlink = errors.New("a path component is a symlink or not a directory")
 
 // openDirNoFollow opens name relative to dirfd as a directory, refusing a
-// symlink.
+// symlink (ErrSymlink). Errors do not name the path: callers do.
 func openDirNoFollow(dirfd int, name string) (int, error) {
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-			return -1, fmt.Errorf("%s: %w", name, ErrSymlink)
+			return -1, ErrSymlink
 		}
-		return -1, &os.PathError{Op: "openat", Path: name, Err: err}
+		return -1, err
 	}
 	return fd, nil
 }
 
 func openRoot(root string) (int, error) {
-	return openDirNoFollow(unix.AT_FDCWD, filepath.Clean(root))
+	fd, err := openDirNoFollow(unix.AT_FDCWD, filepath.Clean(root))
+	if err != nil {
+		return -1, fmt.Errorf("%s: %w", root, err)
+	}
+	return fd, nil
 }
 
 // splitRel checks that rel is a relative path inside the root and splits
