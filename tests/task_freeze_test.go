@@ -193,6 +193,11 @@ func TestFreezeBeforeCommit(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("agent task: exit %d\n%s", code, out)
 			}
+			// The attacker swapped b in every run (after the thaw, when
+			// frozen): the review lists what it left in the worktree.
+			if !strings.Contains(out, "b.real/secret") {
+				t.Errorf("the attacker did not swap b, so this run proves nothing:\n%s", out)
+			}
 			rec := onlyTask(t, env.StateDir)
 			got, err := GitErr(repo, "show", rec.Branch+":b/secret")
 			leaked := err == nil && strings.Contains(got, secret)
