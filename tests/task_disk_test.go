@@ -115,3 +115,40 @@ func TestSubAgentDiskBound(t *testing.T) {
 		t.Error("the file past the bound was committed")
 	}
 }
+
+// TestHostFreeFloor: with a free-space floor above what the host has, a
+// running task is stopped within seconds with a message naming the
+// floor; the work before it is on the branch. (The control is
+// TestDiskBound's: under the default floor the same kind of task runs to
+// the end.)
+func TestHostFreeFloor(t *testing.T) {
+	c := RequireEngine(t)
+	env := NewAgentEnv(t, c)
+	env.Env = append(env.Env, "AGENT_SANDBOX_MIN_FREE=1000000t")
+	repo := NewSampleRepo(t)
+	script := `model: floor
+turns:
+  - tool_calls:
+      - {name: write_file, arguments: {path: kept.txt, content: "before\n"}}
+  - expect: {last_role: tool}
+    tool_calls:
+      - {name: bash, arguments: {timeout: 60, command: "sleep 30 && echo slept"}}
+  - expect: {last_role: tool}
+    text: "Done."
+`
+	start := time.Now()
+	code, out, errOut := env.Run(repo, "task", "--llm", "script:"+writeScript(t, script), "--approve", "keep", env.LabelFlag(), "Wait")
+	if code == 0 {
+		t.Fatalf("the task ran below the free-space floor:\n%s\n%s", out, errOut)
+	}
+	if !strings.Contains(errOut, "(sandbox.min_free): the task was stopped") {
+		t.Errorf("no clear message about the floor:\n%s", errOut)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("the task was not stopped while its command ran (took %s)", took)
+	}
+	rec := onlyTask(t, env.StateDir)
+	if got := Git(t, repo, "show", rec.Branch+":kept.txt"); got != "before" {
+		t.Errorf("the work before is not on the branch: %q", got)
+	}
+}
