@@ -297,3 +297,79 @@ func TestFreezeWhileApplyingSubAgent(t *testing.T) {
 		})
 	}
 }
+
+// TestDiffWhileTaskRuns: `agent diff` of a task that is still running
+// reads its worktree with the task's sandbox frozen and thaws it after:
+// the diff shows the uncommitted work, the sandbox runs again, and the
+// task finishes.
+func TestDiffWhileTaskRuns(t *testing.T) {
+	c := RequireEngine(t)
+	env := NewAgentEnv(t, c)
+	repo := NewSampleRepo(t)
+	script := `model: diff-while-running
+turns:
+  - tool_calls:
+      - name: bash
+        arguments:
+          timeout: 200
+          command: "echo in-progress >> README.md && echo x > progress.txt && i=0; while [ ! -e /tmp/go-on ] && [ $i -lt 1500 ]; do sleep 0.1; i=$((i+1)); done; ls /tmp/go-on"
+  - expect: {last_role: tool, tool_result_contains: "/tmp/go-on"}
+    text: "Done."
+`
+	// No disk guard: its measurements freeze the sandbox too, and the
+	// events below must be the diff's alone.
+	env.Env = append(env.Env, "AGENT_SANDBOX_DISK=0", "AGENT_SANDBOX_MIN_FREE=0")
+	wait := startTask(t, env, repo, writeScript(t, script), "Work slowly")
+	var id, ctr, user string
+	deadline := time.Now().Add(2 * time.Minute)
+	for id == "" && time.Now().Before(deadline) {
+		cs, _ := LabelledContainers(t.Context(), c, env.Label)
+		for _, ct := range cs {
+			ws := ct.Labels[sandbox.LabelWorkspace]
+			if _, err := os.Stat(filepath.Join(ws, "progress.txt")); err == nil && ct.State == "running" {
+				id, ctr, user = filepath.Base(ws), ct.ID, ct.Labels[sandbox.LabelUser]
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if id == "" {
+		t.Fatal("the task's sandbox did not start its work")
+	}
+	// diff runs agent diff and returns the pause/unpause events the engine
+	// recorded for the sandbox meanwhile.
+	diff := func(extraEnv ...string) []string {
+		t.Helper()
+		since := time.Now().Add(-time.Second)
+		saved := env.Env
+		env.Env = append(append([]string{}, env.Env...), extraEnv...)
+		code, out, errOut := env.Run(repo, "diff", id)
+		env.Env = saved
+		if code != 0 || !strings.Contains(out, "+in-progress") {
+			t.Fatalf("agent diff of the running task: exit %d\n%s\n%s", code, out, errOut)
+		}
+		evs, err := exec.Command("docker", "events", "--since", since.Format(time.RFC3339Nano), "--until", time.Now().Add(time.Second).Format(time.RFC3339Nano),
+			"--filter", "container="+ctr, "--filter", "event=pause", "--filter", "event=unpause", "--format", "{{.Action}}").CombinedOutput()
+		if err != nil {
+			t.Fatalf("docker events: %v\n%s", err, evs)
+		}
+		return strings.Fields(string(evs))
+	}
+	if got := diff(); len(got) < 2 || got[0] != "pause" || got[len(got)-1] != "unpause" {
+		t.Errorf("the diff did not freeze the running task's sandbox around its read: events %q", got)
+	}
+	// Control: with the freeze off the engine records no pause, so the
+	// events above are the diff's doing.
+	if got := diff("AGENT_TEST_UNSAFE=no-freeze"); len(got) != 0 {
+		t.Errorf("control failed: events %q without the freeze", got)
+	}
+	ins, err := c.ContainerInspect(t.Context(), ctr)
+	if err != nil || ins.State.Paused {
+		t.Fatalf("the sandbox was left frozen after the diff (%v)", err)
+	}
+	if out, err := exec.Command("docker", "exec", "-u", user, ctr, "touch", "/tmp/go-on").CombinedOutput(); err != nil {
+		t.Fatalf("docker exec: %v\n%s", err, out)
+	}
+	if code, out := wait(); code != 0 {
+		t.Fatalf("the task did not finish after the diff: exit %d\n%s", code, out)
+	}
+}
