@@ -80,24 +80,46 @@ func (e *Engine) Freeze(ctx context.Context, id string) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	// The engine answers once runc saw the freezer reach FROZEN; check it
-	// anyway: a host step that trusted a freeze that did not happen would
-	// race the sandbox. A container that is gone or not running has no
+	// The engine answers once runc saw the freezer reach FROZEN, but Docker
+	// 20.10 records the container as paused only when containerd's event
+	// arrives, a moment later. Wait for that record: a Thaw that came
+	// before it would be refused as "not paused" and leave the sandbox
+	// frozen for good, and a host step must not trust a freeze the engine
+	// does not report. A container that is gone or not running has no
 	// process that could run.
-	ins, err := e.api.ContainerInspect(ctx, id)
-	switch {
-	case cerrdefs.IsNotFound(err):
-		return nil
-	case err != nil:
-		return e.wrap("freezing sandbox "+shortID(id), err)
-	case ins.State == nil:
-		return fmt.Errorf("freezing sandbox %s: the engine reports no state", shortID(id))
-	case ins.State.Paused:
-		return nil
-	case !ins.State.Running && !ins.State.Restarting:
-		return nil
+	return e.waitFrozen(ctx, id)
+}
+
+// stateWait bounds how long Freeze waits for the engine to record the
+// freeze it brought about.
+const stateWait = 5 * time.Second
+
+// waitFrozen waits until the engine records the container as paused, or
+// as gone or stopped.
+func (e *Engine) waitFrozen(ctx context.Context, id string) error {
+	deadline := time.Now().Add(stateWait)
+	for {
+		ins, err := e.api.ContainerInspect(ctx, id)
+		switch {
+		case cerrdefs.IsNotFound(err):
+			return nil
+		case err != nil:
+			return e.wrap("freezing sandbox "+shortID(id), err)
+		case ins.State == nil:
+			return fmt.Errorf("freezing sandbox %s: the engine reports no state", shortID(id))
+		case ins.State.Paused:
+			return nil
+		case !ins.State.Running && !ins.State.Restarting:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("freezing sandbox %s: the engine did not record it frozen within %s", shortID(id), stateWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
 	}
-	return fmt.Errorf("freezing sandbox %s: the engine did not report it frozen", shortID(id))
 }
 
 // Thaw resumes the container id.
@@ -115,6 +137,9 @@ func (e *Engine) Thaw(ctx context.Context, id string) error {
 		}
 		return e.wrap("thawing sandbox "+shortID(id), err)
 	}
+	// Not waiting for the engine's record here: another holder may freeze
+	// the sandbox the moment it is thawed, and a Freeze that finds the
+	// record lagging waits for it.
 	return nil
 }
 
