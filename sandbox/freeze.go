@@ -52,13 +52,26 @@ func (e *Engine) Freeze(ctx context.Context, id string) error {
 		return ErrCannotFreeze
 	}
 	deadline := time.Now().Add(FreezeWait)
+	failures := 0
 	for {
 		err := f.ContainerPause(ctx, id)
 		if err == nil || cerrdefs.IsNotFound(err) {
 			break
 		}
 		if !cerrdefs.IsConflict(err) {
-			return e.wrap("freezing sandbox "+shortID(id), err)
+			// runc gives up ("unable to freeze") when the cgroup stays
+			// FREEZING, which a busy machine or a process in the middle of
+			// I/O can cause; it thaws the cgroup again, so trying anew is
+			// safe.
+			if failures++; failures >= freezeAttempts || ctx.Err() != nil {
+				return e.wrap("freezing sandbox "+shortID(id), err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(failures) * 100 * time.Millisecond):
+			}
+			continue
 		}
 		// Paused already, or not running.
 		ins, ierr := e.api.ContainerInspect(ctx, id)
@@ -142,6 +155,10 @@ func (e *Engine) Thaw(ctx context.Context, id string) error {
 	// record lagging waits for it.
 	return nil
 }
+
+// freezeAttempts is how often Freeze asks the engine to pause a sandbox
+// whose pause failed before it gives up.
+const freezeAttempts = 5
 
 // FreezeWait bounds how long Freeze waits for a sandbox that another
 // holder froze.
