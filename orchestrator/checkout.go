@@ -102,15 +102,24 @@ func (o *Orchestrator) Checkout(ctx context.Context, ref string) (CheckoutResult
 	}
 
 	if wt != nil && !t.Released && wt.Exists() && t.Populated {
-		ch, err := repo.Changes(ctx, wt)
+		var ch []string
+		var id string
+		// Read and commit with any sandbox over the worktree (an `agent
+		// shell`) frozen, and never more than the disk bound.
+		err := o.onWorktree(ctx, wt.Path, func() (err error) {
+			if ch, err = repo.Changes(ctx, wt); err != nil || len(ch) == 0 {
+				return err
+			}
+			if _, _, derr := o.boundedExclusions(wt.Path); derr != nil {
+				return fmt.Errorf("%w: remove what it does not need with `agent shell %s`, or discard it", derr, t.ID)
+			}
+			id, err = repo.CommitAll(ctx, wt, fmt.Sprintf("Work left uncommitted by task %s\n\nCommitted by `agent checkout` before handing the branch over.\n\nAgent-Task: %s\nAgent-Model: %s\n", t.ID, t.ID, t.Model))
+			return err
+		})
 		if err != nil {
 			return res, err
 		}
 		if len(ch) > 0 {
-			id, err := repo.CommitAll(ctx, wt, fmt.Sprintf("Work left uncommitted by task %s\n\nCommitted by `agent checkout` before handing the branch over.\n\nAgent-Task: %s\nAgent-Model: %s\n", t.ID, t.ID, t.Model))
-			if err != nil {
-				return res, err
-			}
 			if id != "" {
 				t.Commits = append(t.Commits, id)
 				res.Committed = id

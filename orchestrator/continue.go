@@ -210,7 +210,11 @@ func (r *Run) Undo(ctx context.Context) (string, error) {
 	if cs, err := repo.Log(ctx, last+"^", last); err == nil && len(cs) == 1 {
 		subject = cs[0].Subject
 	}
-	id, err := repo.RevertTip(ctx, wt, last, fmt.Sprintf("Revert %q\n\nUndone by the user (agent chat /undo).\n\nAgent-Task: %s\n", subject, t.ID))
+	var id string
+	err = o.onWorktree(ctx, wt.Path, func() (err error) {
+		id, err = repo.RevertTip(ctx, wt, last, fmt.Sprintf("Revert %q\n\nUndone by the user (agent chat /undo).\n\nAgent-Task: %s\n", subject, t.ID))
+		return err
+	})
 	if err != nil {
 		return "", err
 	}
@@ -232,8 +236,12 @@ func (r *Run) Settle(ctx context.Context) error {
 	if t.SandboxID != "" {
 		return errors.New("the stopped turn's sandbox is still there")
 	}
-	if err := r.commit(context.WithoutCancel(ctx), agent.Result{Text: "(stopped by the user)"}); err != nil {
+	derr, err := r.commit(context.WithoutCancel(ctx), nil, agent.Result{Text: "(stopped by the user)"})
+	if err != nil {
 		return err
+	}
+	if derr != nil {
+		return r.diskStop(nil, derr)
 	}
 	t.State, t.Error = store.Review, ""
 	return r.o.store.Save(t)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"github.com/localagent/agent/agent/llm"
 	"github.com/localagent/agent/agent/session"
 	"github.com/localagent/agent/orchestrator/store"
+	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"
 	"github.com/localagent/agent/sandbox/egress"
 	"github.com/localagent/agent/sandbox/toolbox"
@@ -97,19 +97,31 @@ func (r *Run) Execute(ctx context.Context) error {
 		return r.stop(ctx, err)
 	}
 	astart := time.Now()
-	res, runErr := ag.Run(ctx, prompt)
+	actx, cancelRun := context.WithCancelCause(ctx)
+	stopGuard := o.guardDisk(actx, t.Worktree, sb, cancelRun)
+	res, runErr := ag.Run(actx, prompt)
+	stopGuard()
+	cancelRun(nil)
 	_ = ag.Close()
 	t.Timings.Agent += time.Since(astart).Milliseconds()
 	t.Result = res.Text
+	var bound *DiskError
+	if errors.As(context.Cause(actx), &bound) && ctx.Err() == nil {
+		runErr = nil
+	}
 	if runErr != nil {
 		return r.stop(ctx, runErr)
 	}
 
 	cstart := time.Now()
-	if err := r.commit(ctx, res); err != nil {
+	derr, err := r.commit(ctx, sb, res)
+	if err != nil {
 		return r.stop(ctx, err)
 	}
 	t.Timings.Commit = time.Since(cstart).Milliseconds()
+	if bound != nil || derr != nil {
+		return r.stop(ctx, r.diskStop(bound, derr))
+	}
 	t.State = store.Review
 	t.Finished = time.Now().UTC()
 	save()
@@ -331,34 +343,36 @@ func modelParam(ep *endpoint) string {
 	return ep.model
 }
 
-// commit commits everything the agent left in the worktree.
-func (r *Run) commit(ctx context.Context, res agent.Result) error {
+// commit commits everything the agent left in the worktree, with the
+// sandbox frozen (see whileFrozen) and never more than the disk bound (see
+// commitBounded): a *DiskError says what was left out.
+func (r *Run) commit(ctx context.Context, sb *sandbox.Sandbox, res agent.Result) (*DiskError, error) {
 	o, t := r.o, r.Task
 	repo, err := o.openRepo(ctx, t)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	wt, err := o.taskWorktree(repo, t)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	unlock, err := repo.Lock(ctx, o.lockDir())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer unlock()
 	msg := CommitMessage(t, res.Text)
 	if r.followUp != "" {
 		msg = FollowUpCommitMessage(t, r.followUp, res.Text)
 	}
-	id, err := repo.CommitAll(ctx, wt, msg)
+	id, derr, err := o.commitBounded(ctx, repo, wt, []*sandbox.Sandbox{sb}, msg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if id != "" {
 		t.Commits = append(t.Commits, id)
 	}
-	return nil
+	return derr, nil
 }
 
 // CommitMessage is the message of a task's commit: the task's first line
@@ -520,16 +534,10 @@ func (o *Orchestrator) populate(ctx context.Context, t *store.Task, u sandbox.Us
 	return chownTree(wt.Path, u)
 }
 
-// chownTree hands a worktree to the sandbox user (Lchown: never through a
-// symlink).
+// chownTree hands a worktree to the sandbox user, never following a
+// symlink in any component (worktree.ChownTree).
 func chownTree(root string, u sandbox.UserChoice) error {
-	err := filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, u.UID, u.GID)
-	})
-	if err != nil {
+	if err := worktree.ChownTree(root, u.UID, u.GID); err != nil {
 		return fmt.Errorf("handing the worktree to uid %s: %w", u, err)
 	}
 	return nil

@@ -56,6 +56,14 @@ type Options struct {
 	// Environment configures project environments (toolchain images and
 	// dependency caches).
 	Environment EnvironmentOptions
+	// DiskLimit bounds the size of a task's (and each sub-agent's)
+	// workspace in bytes; 0: no bound. MinFree is the free space the state
+	// directory's file system must keep; 0: no floor. A task that crosses
+	// either is stopped and its work so far committed.
+	DiskLimit, MinFree int64
+	// Unsafe switches host-side defences off, for security tests' control
+	// runs only.
+	Unsafe UnsafeOptions
 }
 
 // Orchestrator runs and manages tasks of one state directory.

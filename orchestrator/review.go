@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -129,7 +130,11 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 		return nil, err
 	}
 	if wt := o.checkedOutWorktree(repo, t); wt != nil {
-		if rv.Uncommitted, err = repo.Changes(ctx, wt); err != nil {
+		err := o.onWorktree(ctx, wt.Path, func() (err error) {
+			rv.Uncommitted, err = repo.Changes(ctx, wt)
+			return err
+		})
+		if err != nil {
 			return nil, err
 		}
 		for _, c := range rv.Uncommitted {
@@ -173,23 +178,32 @@ func (o *Orchestrator) Diff(ctx context.Context, t *store.Task, w io.Writer) err
 		return fmt.Errorf("task %s: its branch %s no longer exists (task %s)", t.ID, t.Branch, t.State)
 	}
 	if wt := o.checkedOutWorktree(repo, t); wt != nil {
-		ch, err := repo.Changes(ctx, wt)
-		if err != nil {
-			return err
-		}
-		if len(ch) > 0 {
+		done := false
+		err := o.onWorktree(ctx, wt.Path, func() error {
+			ch, err := repo.Changes(ctx, wt)
+			if err != nil || len(ch) == 0 {
+				return err
+			}
 			// Committed and uncommitted work together, against the base.
+			done = true
 			return repo.DiffWorktree(ctx, wt, t.BaseCommit, w)
+		})
+		if err != nil || done {
+			return err
 		}
 	}
 	return repo.Diff(ctx, t.BaseCommit, tip, w)
 }
 
 // sensitivePaths are files that make tools run code on the user's machine
-// once merged (git attributes and hooks, direnv, editor tasks, CI
-// workflows, pre-commit): a change to one deserves a second look.
+// once merged, without the user asking to build or run anything (git
+// attributes and hooks, direnv on cd, editor tasks on open, CI on push,
+// pre-commit): a change to one deserves a second look. Build files
+// (Makefile, package.json) are not listed: they run when the user builds,
+// and the diff is there to be read.
 var sensitivePaths = []struct{ prefix, why string }{
 	{".agent/", "agent's own project configuration: model endpoint, sandbox, hooks of later tasks"},
+	{".git/", "git's own directory: its config and hooks run programs"},
 	{".gitattributes", "selects git filters and diff/merge drivers"},
 	{".gitmodules", "adds submodules"},
 	{".githooks/", "git hooks"},
@@ -197,29 +211,72 @@ var sensitivePaths = []struct{ prefix, why string }{
 	{".pre-commit-config.yaml", "pre-commit hooks"},
 	{".envrc", "direnv runs it on cd"},
 	{".vscode/", "editor tasks and settings"},
+	{".idea/", "editor run configurations and settings"},
 	{".devcontainer/", "dev container definition"},
 	{".github/workflows/", "CI workflows"},
+	{".github/actions/", "CI actions"},
 	{".gitlab-ci.yml", "CI pipeline"},
+	{".circleci/", "CI pipeline"},
+	{".buildkite/", "CI pipeline"},
+	{"Jenkinsfile", "CI pipeline"},
+}
+
+// sensitive says why p (a file, or with dir a directory, which a
+// symlink may stand for) is sensitive, or "" when it is not: it is a
+// sensitive file or lies under a sensitive directory, or, with dir, it is
+// or holds one. A sensitive directory or file name counts at any depth
+// (sub/.gitattributes, a nested .git).
+func sensitive(p string, dir bool, hooks string) string {
+	base := p[strings.LastIndex(p, "/")+1:]
+	for _, s := range sensitivePaths {
+		name := strings.TrimSuffix(s.prefix, "/")
+		isDir := name != s.prefix
+		switch {
+		case p == s.prefix, base == s.prefix:
+			return s.why
+		case isDir && (strings.HasPrefix(p, s.prefix) || strings.Contains(p, "/"+s.prefix)):
+			return s.why
+		case dir && (p == name || base == name || strings.HasPrefix(s.prefix, p+"/")):
+			return s.why
+		}
+	}
+	if hooks != "" && !strings.HasPrefix(hooks, "/") {
+		if strings.HasPrefix(p, hooks+"/") || (dir && (p == hooks || strings.HasPrefix(hooks, p+"/"))) {
+			return "your core.hooksPath: git would run it"
+		}
+	}
+	return ""
 }
 
 // sensitiveChanges lists warnings for changed files that run code when
-// used, and for symlinks that point outside the repository.
+// used, and for symlinks that point outside the repository or whose name
+// or target is a sensitive path: `.agent -> tools/devcfg` makes a harmless
+// looking directory the next task's configuration, `docs -> ../.git/hooks`
+// gives later writes to docs to git's hooks.
 func sensitiveChanges(st worktree.Stat, hooksPath string) []string {
 	var out []string
 	hooks := strings.TrimSuffix(strings.TrimPrefix(hooksPath, "./"), "/")
 	for _, f := range st.Files {
-		base := f.Path[strings.LastIndex(f.Path, "/")+1:]
-		for _, s := range sensitivePaths {
-			if f.Path == s.prefix || base == s.prefix || (strings.HasSuffix(s.prefix, "/") && strings.HasPrefix(f.Path, s.prefix)) {
-				out = append(out, fmt.Sprintf("the task changes %s (%s): review it before merging", f.Path, s.why))
-				break
+		if f.Mode != "120000" {
+			if why := sensitive(f.Path, false, hooks); why != "" {
+				if strings.HasPrefix(why, "your core.hooksPath") {
+					out = append(out, fmt.Sprintf("the task changes %s, in your core.hooksPath (%s): git would run it", f.Path, hooksPath))
+				} else {
+					out = append(out, fmt.Sprintf("the task changes %s (%s): review it before merging", f.Path, why))
+				}
 			}
+			continue
 		}
-		if hooks != "" && !strings.HasPrefix(hooks, "/") && strings.HasPrefix(f.Path, hooks+"/") {
-			out = append(out, fmt.Sprintf("the task changes %s, in your core.hooksPath (%s): git would run it", f.Path, hooksPath))
+		if why := sensitive(f.Path, true, hooks); why != "" {
+			out = append(out, fmt.Sprintf("the task adds a symlink %s -> %s in place of a sensitive path (%s): tools reading %s would read %s; review it before merging", f.Path, f.LinkTarget, why, f.Path, f.LinkTarget))
 		}
-		if f.Mode == "120000" && (strings.HasPrefix(f.LinkTarget, "/") || escapes(f.Path, f.LinkTarget)) {
+		if strings.HasPrefix(f.LinkTarget, "/") || escapes(f.Path, f.LinkTarget) {
 			out = append(out, fmt.Sprintf("the task adds a symlink %s -> %s, which points outside the repository", f.Path, f.LinkTarget))
+			continue
+		}
+		target := path.Join(path.Dir(f.Path), f.LinkTarget)
+		if why := sensitive(target, true, hooks); why != "" {
+			out = append(out, fmt.Sprintf("the task adds a symlink %s -> %s, which points at the sensitive path %s (%s): writes through it change that; review it before merging", f.Path, f.LinkTarget, target, why))
 		}
 	}
 	return out

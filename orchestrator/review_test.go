@@ -55,6 +55,38 @@ func TestSensitiveChanges(t *testing.T) {
 	}}
 	got := sensitiveChanges(st, "tools/hooks")
 	want := []string{".gitattributes", ".agent/config.yaml", "sub/.gitattributes", ".github/workflows/ci.yml", "tools/hooks/pre-commit", "link -> /etc/passwd", "a/up -> ../../x"}
+	check(t, got, want)
+}
+
+// TestSensitiveSymlinks: a symlink is flagged when its name is, holds or
+// lies under a sensitive path, or when it points at one. Control: plain
+// symlinks inside the repository are not.
+func TestSensitiveSymlinks(t *testing.T) {
+	st := worktree.Stat{Files: []worktree.FileStat{
+		{Path: ".agent", Mode: "120000", LinkTarget: "tools/devcfg"},
+		{Path: ".vscode", Mode: "120000", LinkTarget: "tools/editor"},
+		{Path: ".github", Mode: "120000", LinkTarget: "ci"},
+		{Path: ".envrc", Mode: "120000", LinkTarget: "scripts/env.sh"},
+		{Path: "sub/.git", Mode: "120000", LinkTarget: "../x"},
+		{Path: "tools/hooks", Mode: "120000", LinkTarget: "../scripts"},
+		{Path: "docs/h", Mode: "120000", LinkTarget: "../.git/hooks"},
+		{Path: "cfg", Mode: "120000", LinkTarget: ".agent/config.yaml"},
+		{Path: "ci", Mode: "120000", LinkTarget: ".github/workflows"},
+		{Path: "hk", Mode: "120000", LinkTarget: "tools/hooks/pre-commit"},
+		{Path: "ed", Mode: "120000", LinkTarget: "./.idea"},
+		{Path: "a/ok", Mode: "120000", LinkTarget: "../README.md"},
+		{Path: "lib", Mode: "120000", LinkTarget: "vendor/lib"},
+		{Path: "agentdocs", Mode: "120000", LinkTarget: "docs/agent"},
+	}}
+	got := sensitiveChanges(st, "tools/hooks")
+	want := []string{".agent -> tools/devcfg", ".vscode -> tools/editor", ".github -> ci", ".envrc -> scripts/env.sh", "sub/.git -> ../x",
+		"tools/hooks -> ../scripts", "docs/h -> ../.git/hooks", "cfg -> .agent/config.yaml", "ci -> .github/workflows",
+		"hk -> tools/hooks/pre-commit", "ed -> ./.idea"}
+	check(t, got, want)
+}
+
+func check(t *testing.T, got, want []string) {
+	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("got %d warnings, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -47,7 +48,13 @@ func (s *spawner) Spawn(ctx context.Context, tasks []agent.SubTask) ([]agent.Sub
 	if err != nil {
 		return nil, err
 	}
-	snap, err := repo.SnapshotFiles(ctx, pwt, "Sub-agents start here\n\nAgent-Task: "+t.ID+"\n")
+	var snap string
+	s.mu.Lock()
+	err = o.whileFrozen(ctx, pwt.Path, []*sandbox.Sandbox{s.parent}, func() (err error) {
+		snap, err = repo.SnapshotFiles(ctx, pwt, "Sub-agents start here\n\nAgent-Task: "+t.ID+"\n")
+		return err
+	})
+	s.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -158,14 +165,27 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	if err != nil {
 		return fail("%v", err)
 	}
-	res, runErr := ag.Run(ctx, st.Prompt)
+	actx, cancelRun := context.WithCancelCause(ctx)
+	stopGuard := o.guardDisk(actx, cwt.Path, sb, cancelRun)
+	res, runErr := ag.Run(actx, st.Prompt)
+	stopGuard()
+	cancelRun(nil)
 	_ = ag.Close()
+	var bound *DiskError
+	if errors.As(context.Cause(actx), &bound) && ctx.Err() == nil {
+		// Keep what it did before crossing the bound on its branch.
+		_, _, _ = o.commitBounded(ctx, repo, cwt, []*sandbox.Sandbox{sb}, CommitMessage(&store.Task{ID: t.ID, Prompt: st.Prompt, Model: t.Model}, res.Text))
+		return fail("the sub-agent was stopped: %v; its work so far is kept on branch %s", bound, branch)
+	}
 	if runErr != nil {
 		return fail("the sub-agent stopped: %v (its work is kept on branch %s)", runErr, branch)
 	}
-	tip, err := repo.CommitAll(ctx, cwt, CommitMessage(&store.Task{ID: t.ID, Prompt: st.Prompt, Model: t.Model}, res.Text))
+	tip, derr, err := o.commitBounded(ctx, repo, cwt, []*sandbox.Sandbox{sb}, CommitMessage(&store.Task{ID: t.ID, Prompt: st.Prompt, Model: t.Model}, res.Text))
 	if err != nil {
 		return fail("committing the sub-agent's work: %v", err)
+	}
+	if derr != nil {
+		return fail("the sub-agent's %v; what was committed is kept on branch %s", derr, branch)
 	}
 	summary := strings.TrimSpace(res.Text)
 	if tip == "" {
@@ -173,11 +193,16 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 		s.event(st.Name, "done", "no changes")
 		return agent.SubResult{Name: st.Name, Summary: summary + "\n(no file changes)"}
 	}
+	// The parent's files are written and handed over while no process of
+	// the parent's sandbox can run.
+	var paths []string
 	s.mu.Lock()
-	paths, err := repo.ApplyDiff(ctx, pwt, snap, tip)
-	if err == nil {
-		err = s.giveToParent(pwt.Path, paths)
-	}
+	err = o.whileFrozen(ctx, pwt.Path, []*sandbox.Sandbox{s.parent}, func() (err error) {
+		if paths, err = repo.ApplyDiff(ctx, pwt, snap, tip); err != nil {
+			return err
+		}
+		return s.giveToParent(pwt.Path, paths)
+	})
 	s.mu.Unlock()
 	if err != nil {
 		return fail("%s\nIts changes could not be applied to your workspace (%v); they are kept on branch %s", summary, err, branch)
@@ -189,13 +214,22 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 
 // giveToParent hands files that host git just wrote into the parent's
 // worktree to the parent sandbox's user (when running as root they would
-// otherwise belong to root, out of the sandbox's reach).
+// otherwise belong to root, out of the sandbox's reach): each file and the
+// directories above it, never following a symlink in any component.
 func (s *spawner) giveToParent(root string, paths []string) error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
 	uid, gid, ok := parseUser(s.parent.User)
 	if !ok || uid == 0 {
+		return nil
+	}
+	if !s.r.o.opts.Unsafe.FollowSymlinks {
+		for _, p := range paths {
+			if err := worktree.LchownChain(root, p, uid, gid); err != nil {
+				return err
+			}
+		}
 		return nil
 	}
 	for _, p := range paths {

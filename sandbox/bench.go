@@ -85,6 +85,10 @@ type BenchReport struct {
 	BashTrue Stats `json:"bash_true"`
 	// DockerExec is one `docker exec CONTAINER true` CLI call.
 	DockerExec Stats `json:"docker_exec"`
+	// FreezeThaw is one freeze and thaw of a running sandbox: what every
+	// host git step on a worktree (a task's commit, applying a
+	// sub-agent's work) adds to guard against the sandbox.
+	FreezeThaw Stats `json:"freeze_thaw"`
 
 	ReadyVsDockerRun     float64 `json:"ready_vs_docker_run"`
 	ReadFileVsDockerExec float64 `json:"read_file_vs_docker_exec"`
@@ -243,9 +247,23 @@ func (e *Engine) Bench(ctx context.Context, opts BenchOptions) (BenchReport, err
 			execS = append(execS, d)
 		}
 	}
+	progress(fmt.Sprintf("freeze and thaw the sandbox (%d)", 3*opts.Iterations))
+	var freezeS []time.Duration
+	for i := 0; i < 3*opts.Iterations; i++ {
+		c, err := MeasureFreeze(ctx, sb)
+		if err != nil {
+			return rep, err
+		}
+		freezeS = append(freezeS, c.Freeze+c.Thaw)
+	}
+	// The session survives a freeze: the next call is answered as usual.
+	if _, err := call(toolbox.ToolReadFile, readArgs); err != nil {
+		return rep, fmt.Errorf("tool call after a freeze: %w", err)
+	}
 	if err := ctx.Err(); err != nil {
 		return rep, err
 	}
+	rep.FreezeThaw = summarise(freezeS)
 	rep.Ready, rep.DockerRun = summarise(readyS), summarise(runS)
 	rep.ReadFile, rep.BashTrue, rep.DockerExec = summarise(readS), summarise(bashS), summarise(execS)
 	ratio := func(a, b float64) float64 {

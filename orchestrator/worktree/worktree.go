@@ -3,7 +3,6 @@ package worktree
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -162,15 +161,16 @@ func (r *Repo) Changes(ctx context.Context, w *Worktree) ([]string, error) {
 // init` or `cargo new` in the workspace) are left out: git would record
 // them as a bare gitlink without their files, or refuse outright when they
 // have no commit. They stay in the worktree, listed by NestedRepos and by
-// Changes, so a worktree holding one is never removed as clean.
-func (r *Repo) CommitAll(ctx context.Context, w *Worktree, message string) (string, error) {
+// Changes, so a worktree holding one is never removed as clean. Paths in
+// exclude (relative to the worktree) are left out the same way.
+func (r *Repo) CommitAll(ctx context.Context, w *Worktree, message string, exclude ...string) (string, error) {
 	ctx = noCancel(ctx)
 	nested, err := r.NestedRepos(ctx, w)
 	if err != nil {
 		return "", err
 	}
 	args := append(r.noFilters(ctx, w.GitDir), "add", "-A", "--", ".")
-	for _, n := range nested {
+	for _, n := range append(nested, exclude...) {
 		args = append(args, ":(exclude,literal)"+n)
 	}
 	// Pathspec magic is off for every other run (GIT_LITERAL_PATHSPECS);
@@ -261,12 +261,7 @@ func removeAll(path string) error {
 	if err := os.RemoveAll(path); err == nil {
 		return nil
 	}
-	_ = filepath.WalkDir(path, func(p string, d fs.DirEntry, _ error) error {
-		if d != nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
+	makeDirsWritable(path)
 	return os.RemoveAll(path)
 }
 

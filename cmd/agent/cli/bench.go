@@ -97,6 +97,7 @@ func writeBenchTable(w io.Writer, rep sandbox.BenchReport) error {
 		{"read_file (session)", rep.ReadFile},
 		{"bash true (session)", rep.BashTrue},
 		{"docker exec CID true", rep.DockerExec},
+		{"freeze + thaw (around each host git step)", rep.FreezeThaw},
 	} {
 		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t\n", r.name, r.s.N, r.s.MedianMS, r.s.P95MS)
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -34,13 +35,20 @@ type Config struct {
 
 // SandboxConfig configures the workspace containers.
 type SandboxConfig struct {
-	Image   string  `mapstructure:"image"`
-	Memory  string  `mapstructure:"memory"` // e.g. "4g"
-	CPUs    float64 `mapstructure:"cpus"`
-	Pids    int64   `mapstructure:"pids"`
-	Tmpfs   string  `mapstructure:"tmpfs"` // size of /tmp and the home tmpfs
-	Toolbox string  `mapstructure:"toolbox"`
-	Runtime string  `mapstructure:"runtime"` // "" = engine default (runc); e.g. "runsc"
+	Image  string  `mapstructure:"image"`
+	Memory string  `mapstructure:"memory"` // e.g. "4g"
+	CPUs   float64 `mapstructure:"cpus"`
+	Pids   int64   `mapstructure:"pids"`
+	Tmpfs  string  `mapstructure:"tmpfs"` // size of /tmp and the home tmpfs
+	// Disk bounds a task's workspace (the worktree on the host disk); a
+	// task that grows it past the bound is stopped, its work so far
+	// committed. "0" switches the bound off.
+	Disk string `mapstructure:"disk"`
+	// MinFree is the free space the state directory's file system must
+	// keep while a task runs; "0" switches the floor off.
+	MinFree string `mapstructure:"min_free"`
+	Toolbox string `mapstructure:"toolbox"`
+	Runtime string `mapstructure:"runtime"` // "" = engine default (runc); e.g. "runsc"
 	// Seccomp is "strict" (the project's allowlist, policy.StrictSeccomp,
 	// the default) or "default" (the engine's profile, the opt-out).
 	Seccomp string `mapstructure:"seccomp"`
@@ -129,6 +137,8 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("sandbox.cpus", 2.0)
 	v.SetDefault("sandbox.pids", 512)
 	v.SetDefault("sandbox.tmpfs", "1g")
+	v.SetDefault("sandbox.disk", "10g")
+	v.SetDefault("sandbox.min_free", "1g")
 	v.SetDefault("sandbox.toolbox", "")
 	v.SetDefault("sandbox.runtime", "")
 	v.SetDefault("sandbox.seccomp", "strict")
@@ -248,6 +258,7 @@ var projectKeys = []string{
 	"sandbox.cpus",
 	"sandbox.pids",
 	"sandbox.tmpfs",
+	"sandbox.disk",
 	"sandbox.shell",
 	"llm.model",
 	"llm.ctx",
@@ -266,7 +277,7 @@ func (l *configLoader) read() (*Config, error) {
 		}
 	}
 	if d := l.projDir(); d != "" {
-		if err := l.mergeProject(filepath.Join(d, ".agent", "config.yaml")); err != nil {
+		if err := l.mergeProject(d); err != nil {
 			return nil, err
 		}
 	}
@@ -286,15 +297,26 @@ func (l *configLoader) read() (*Config, error) {
 	return &c, nil
 }
 
-// mergeProject merges the allowed keys of a project config file and
-// records a warning for every other key it sets.
-func (l *configLoader) mergeProject(file string) error {
-	if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
+// mergeProject merges the allowed keys of the project config file of dir
+// and records a warning for every other key it sets, for every limit it
+// would raise above the user's effective value (the user's stays), and
+// for a .agent or config.yaml that is a symlink (nothing of it applies).
+func (l *configLoader) mergeProject(dir string) error {
+	file := filepath.Join(dir, ".agent", "config.yaml")
+	data, found, err := readProjectConfig(dir)
+	if err != nil {
+		if !found {
+			return fmt.Errorf("reading project config %s: %w", file, err)
+		}
+		l.warnings = append(l.warnings, "ignoring the repository's configuration: "+err.Error())
+		return nil
+	}
+	if !found {
 		return nil
 	}
 	pv := viper.New()
-	pv.SetConfigFile(file)
-	if err := pv.ReadInConfig(); err != nil {
+	pv.SetConfigType("yaml")
+	if err := pv.ReadConfig(bytes.NewReader(data)); err != nil {
 		return fmt.Errorf("reading project config %s: %w", file, err)
 	}
 	allowed := map[string]any{}
@@ -302,6 +324,11 @@ func (l *configLoader) mergeProject(file string) error {
 		if !slices.Contains(projectKeys, key) {
 			l.warnings = append(l.warnings, fmt.Sprintf("%s: ignoring %q: a repository's config may not set it (set it in %s, %s or a flag)",
 				file, key, userConfigFile(), envVar(key)))
+			continue
+		}
+		if why := lowersLimit(key, pv.Get(key), l.v.Get(key)); why != "" {
+			l.warnings = append(l.warnings, fmt.Sprintf("%s: ignoring %s: %s: %v stays (raise it in %s, %s or a flag)",
+				file, key, why, l.v.Get(key), userConfigFile(), envVar(key)))
 			continue
 		}
 		setNested(allowed, strings.Split(key, "."), pv.Get(key))

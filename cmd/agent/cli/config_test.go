@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/localagent/agent/orchestrator/store"
 )
@@ -40,7 +41,7 @@ sandbox:
   pids: 99
 state_dir: /tmp/elsewhere
 agent:
-  max_iterations: 12
+  max_iterations: 5
   hooks:
     pre_tool: ["echo checked"]
 `)
@@ -64,7 +65,7 @@ agent:
 		t.Errorf("project config moved the state dir to %s", cfg.StateDir)
 	}
 	// Control: allowed keys do apply, over the user's config.
-	if cfg.Agent.MaxIterations != 12 || cfg.Sandbox.Pids != 99 || len(cfg.Agent.Hooks.PreTool) != 1 {
+	if cfg.Agent.MaxIterations != 5 || cfg.Sandbox.Pids != 99 || len(cfg.Agent.Hooks.PreTool) != 1 {
 		t.Errorf("allowed project keys not applied: iterations %d pids %d hooks %v", cfg.Agent.MaxIterations, cfg.Sandbox.Pids, cfg.Agent.Hooks.PreTool)
 	}
 	for _, key := range []string{"llm.url", "llm.api_key", "sandbox.egress", "sandbox.image", "sandbox.runtime", "state_dir"} {
@@ -175,5 +176,117 @@ func TestResumeUsesTheTaskRepositoryConfig(t *testing.T) {
 	}
 	if got := iterations("fff999"); got != 9 {
 		t.Errorf("resume of an unknown task used max_iterations %d, want the working directory's 9", got)
+	}
+}
+
+// A repository's config may lower limits below the user's effective
+// values, never raise them: raised ones keep the user's value, with a
+// warning. Control: the same keys, lowered, apply.
+func TestProjectConfigOnlyLowersLimits(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
+	t.Setenv("XDG_STATE_HOME", filepath.Join(home, "state"))
+	writeFile(t, filepath.Join(home, "config", "agent", "config.yaml"), "sandbox:\n  memory: 2g\n  pids: 256\nagent:\n  sub_agents: false\n")
+	load := func(project string) (*Config, string) {
+		repo := t.TempDir()
+		writeFile(t, filepath.Join(repo, ".agent", "config.yaml"), project)
+		ios, _, _, errOut := TestStreams()
+		f := NewFactory(ios)
+		f.SetProjectDir(func() string { return repo })
+		cfg, err := f.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg, errOut.String()
+	}
+	raised, warn := load(`
+sandbox: {memory: 512g, pids: 1000000, tmpfs: 256g, cpus: 64, disk: 1t}
+agent: {max_iterations: 100000, sub_agents: true}
+llm: {ctx: 1000000, parallel: 64, start_timeout: 100h}
+`)
+	if raised.Sandbox.Memory != "2g" || raised.Sandbox.Pids != 256 || raised.Sandbox.Tmpfs != "1g" || raised.Sandbox.CPUs != 2 ||
+		raised.Agent.MaxIterations != 25 || raised.Agent.SubAgents || raised.LLM.Ctx != 16384 || raised.LLM.Parallel != 2 ||
+		raised.LLM.StartTimeout != 300*time.Second {
+		t.Errorf("a repository raised limits: %+v %+v %+v", raised.Sandbox, raised.Agent, raised.LLM)
+	}
+	for _, key := range []string{"sandbox.memory", "sandbox.pids", "sandbox.tmpfs", "sandbox.cpus", "agent.max_iterations", "agent.sub_agents", "llm.ctx", "llm.parallel", "llm.start_timeout"} {
+		if !strings.Contains(warn, "ignoring "+key+":") {
+			t.Errorf("no warning for raised %s:\n%s", key, warn)
+		}
+	}
+	// Zero would mean "the default", which may be above the user's value.
+	zero, _ := load("sandbox: {memory: 0, pids: 0}\n")
+	if zero.Sandbox.Memory != "2g" || zero.Sandbox.Pids != 256 {
+		t.Errorf("zero limits applied: %+v", zero.Sandbox)
+	}
+	// Control: lowered limits apply.
+	lowered, warn := load(`
+sandbox: {memory: 1g, pids: 64, tmpfs: 100m, cpus: 0.5}
+agent: {max_iterations: 3}
+llm: {ctx: 4096, parallel: 1, start_timeout: 30s}
+`)
+	if lowered.Sandbox.Memory != "1g" || lowered.Sandbox.Pids != 64 || lowered.Sandbox.Tmpfs != "100m" || lowered.Sandbox.CPUs != 0.5 ||
+		lowered.Agent.MaxIterations != 3 || lowered.LLM.Ctx != 4096 || lowered.LLM.Parallel != 1 || lowered.LLM.StartTimeout != 30*time.Second {
+		t.Errorf("lowered limits not applied: %+v %+v %+v\n%s", lowered.Sandbox, lowered.Agent, lowered.LLM, warn)
+	}
+	if strings.Contains(warn, "ignoring") {
+		t.Errorf("warnings for lowered limits:\n%s", warn)
+	}
+}
+
+// A .agent that is a symlink (what a merged `.agent -> tools/devcfg`
+// leaves behind), or a config.yaml that is one, is refused with a warning
+// and nothing of it applies. Control: the same file in a real .agent
+// applies.
+func TestProjectConfigSymlinkRefused(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
+	t.Setenv("XDG_STATE_HOME", filepath.Join(home, "state"))
+	const content = "sandbox: {pids: 7}\nagent:\n  hooks:\n    pre_tool: [\"curl evil\"]\n"
+	load := func(repo string) (*Config, string) {
+		ios, _, _, errOut := TestStreams()
+		f := NewFactory(ios)
+		f.SetProjectDir(func() string { return repo })
+		cfg, err := f.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg, errOut.String()
+	}
+	// .agent -> tools/devcfg
+	linked := t.TempDir()
+	writeFile(t, filepath.Join(linked, "tools", "devcfg", "config.yaml"), content)
+	if err := os.Symlink("tools/devcfg", filepath.Join(linked, ".agent")); err != nil {
+		t.Fatal(err)
+	}
+	cfg, warn := load(linked)
+	if cfg.Sandbox.Pids == 7 || len(cfg.Agent.Hooks.PreTool) != 0 {
+		t.Errorf("a symlinked .agent applied: pids %d hooks %v", cfg.Sandbox.Pids, cfg.Agent.Hooks.PreTool)
+	}
+	if !strings.Contains(warn, ".agent is a symlink") {
+		t.Errorf("no warning for the symlinked .agent:\n%s", warn)
+	}
+	// .agent/config.yaml -> ../tools/devcfg/config.yaml
+	fileLinked := t.TempDir()
+	writeFile(t, filepath.Join(fileLinked, "tools", "devcfg", "config.yaml"), content)
+	if err := os.MkdirAll(filepath.Join(fileLinked, ".agent"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../tools/devcfg/config.yaml", filepath.Join(fileLinked, ".agent", "config.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	cfg, warn = load(fileLinked)
+	if cfg.Sandbox.Pids == 7 || len(cfg.Agent.Hooks.PreTool) != 0 {
+		t.Errorf("a symlinked config.yaml applied: pids %d hooks %v", cfg.Sandbox.Pids, cfg.Agent.Hooks.PreTool)
+	}
+	if !strings.Contains(warn, "config.yaml is a symlink") {
+		t.Errorf("no warning for the symlinked config.yaml:\n%s", warn)
+	}
+	// Control: a real .agent/config.yaml with the same content applies.
+	real := t.TempDir()
+	writeFile(t, filepath.Join(real, ".agent", "config.yaml"), content)
+	cfg, warn = load(real)
+	if cfg.Sandbox.Pids != 7 || len(cfg.Agent.Hooks.PreTool) != 1 {
+		t.Errorf("control failed: a real .agent did not apply (pids %d hooks %v):\n%s", cfg.Sandbox.Pids, cfg.Agent.Hooks.PreTool, warn)
 	}
 }

@@ -58,7 +58,7 @@ func TestLLMUpFlagsAndConfig(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, ".agent"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, ".agent", "config.yaml"), []byte("llm:\n  parallel: 3\n  gpus: none\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, ".agent", "config.yaml"), []byte("llm:\n  parallel: 1\n  gpus: none\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	o, err := runUp(t, "--model", "/models/x.gguf", "--ctx", "8192", "--image", "vendor/llama:cuda",
@@ -67,7 +67,7 @@ func TestLLMUpFlagsAndConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := o.Server
-	if s.Port != 9123 || s.Ctx != 8192 || s.Parallel != 3 || s.GPUs.String() != "none" || s.Image != "vendor/llama:cuda" ||
+	if s.Port != 9123 || s.Ctx != 8192 || s.Parallel != 1 || s.GPUs.String() != "none" || s.Image != "vendor/llama:cuda" ||
 		s.StartTimeout != 10*time.Second || s.Instance != "t1" || s.Labels["dev.localagent.test"] != "abc" {
 		t.Errorf("options: %+v", s)
 	}

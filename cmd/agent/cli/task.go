@@ -198,9 +198,15 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 	if err != nil {
 		return nil, nil, err
 	}
+	diskLimit, minFree, err := diskBounds(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
 	o, err := orchestrator.New(orchestrator.Options{
 		Environment:   envOpts,
 		StateDir:      cfg.StateDir,
+		DiskLimit:     diskLimit,
+		MinFree:       minFree,
 		Engine:        func(ctx context.Context) (*sandbox.Engine, error) { return sandboxEngine(ctx, f) },
 		Sandbox:       spec,
 		ToolboxError:  tbErr,
@@ -214,6 +220,7 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 		SubAgents: cfg.Agent.SubAgents,
 		Egress:    egress,
 		ToolMode:  agent.ToolMode(cfg.Agent.ToolMode),
+		Unsafe:    unsafeFromEnv(f),
 	})
 	if err != nil {
 		return nil, nil, err

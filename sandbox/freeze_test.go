@@ -1,0 +1,112 @@
+package sandbox_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/localagent/agent/sandbox"
+	"github.com/localagent/agent/sandbox/sandboxtest"
+	"github.com/localagent/agent/sandbox/toolbox"
+)
+
+// TestFreezeStopsEveryProcess: a process started outside any tool call
+// (docker exec, so no toolbox sweep ends it) keeps writing to the
+// workspace; while the sandbox is frozen the file does not change, and
+// after the thaw it grows again and the toolbox session still answers.
+// Control: over the same interval without a freeze the file grows.
+func TestFreezeStopsEveryProcess(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	sb := sandboxtest.New(t, e, sandbox.Spec{})
+	ctx := t.Context()
+	if _, err := sb.Tool(ctx, toolbox.OpPing, nil); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("docker", "exec", "-d", "-u", sb.User, sb.ID, "sh", "-c",
+		"while :; do echo x >> /workspace/tick; sleep 0.01; done").CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker exec: %v\n%s", err, out)
+	}
+	size := func() int64 {
+		st, err := os.Stat(filepath.Join(sb.Workspace, "tick"))
+		if err != nil {
+			return 0
+		}
+		return st.Size()
+	}
+	grows := func() bool {
+		a := size()
+		time.Sleep(300 * time.Millisecond)
+		return size() > a
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for size() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !grows() {
+		t.Fatal("control failed: the writer does not write while the sandbox runs")
+	}
+	if err := sb.Freeze(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A second holder waits for the first one's thaw and then holds its
+	// own freeze: the first holder's thaw never releases the second's.
+	second := make(chan error, 1)
+	go func() { second <- sb.Freeze(ctx) }()
+	if grows() {
+		t.Fatal("a process of the frozen sandbox still wrote to the workspace")
+	}
+	select {
+	case err := <-second:
+		t.Fatalf("a second freeze returned while the first held the sandbox: %v", err)
+	default:
+	}
+	if err := sb.Thaw(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatalf("second freeze: %v", err)
+	}
+	if grows() {
+		t.Fatal("the sandbox ran while the second holder froze it")
+	}
+	if err := sb.Thaw(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Thaw(ctx); err != nil {
+		t.Fatalf("thawing a running sandbox: %v", err)
+	}
+	if !grows() {
+		t.Fatal("the writer did not resume after the thaw")
+	}
+	if r, err := sb.Tool(ctx, toolbox.ToolBash, []byte(`{"command":"echo alive"}`)); err != nil || r.IsError {
+		t.Fatalf("tool call after the thaw: %v %v", r, err)
+	}
+	// A frozen sandbox can be removed as it is.
+	if err := sb.Freeze(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := sb.Remove(rctx); err != nil {
+		t.Fatalf("removing a frozen sandbox: %v", err)
+	}
+	if err := e.Freeze(ctx, sb.ID); err != nil {
+		t.Fatalf("freezing a removed sandbox: %v", err)
+	}
+}
+
+// BenchmarkFreezeThaw is one freeze and thaw of a running sandbox, the
+// cost every host git step on a worktree pays.
+func BenchmarkFreezeThaw(b *testing.B) {
+	sb := benchSandbox(b)
+	ctx := context.Background()
+	for i := 0; i < b.N; i++ {
+		if _, err := sandbox.MeasureFreeze(ctx, sb); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
