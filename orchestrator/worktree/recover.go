@@ -159,3 +159,59 @@ func (r *Repo) restoreFile(ctx context.Context, co *checkout, plan MergePlan, pa
 	}
 	return nil
 }
+
+// FindWorktree finds this repository's worktree at path through the admin
+// directories' own records (never the worktree's .git file), for a task
+// whose `git worktree add` was interrupted before its admin directory was
+// recorded. It returns nil when there is none. A `.git` pointer that the
+// interrupted add left in path is deleted, as Add would have done.
+func (r *Repo) FindWorktree(path, branch string) (*Worktree, error) {
+	gd, err := r.adminDirOf(path)
+	if err != nil {
+		return nil, nil //nolint:nilerr // no admin directory: no worktree
+	}
+	if _, err := os.Stat(filepath.Join(gd, "HEAD")); err != nil {
+		return nil, nil //nolint:nilerr // half-written admin directory
+	}
+	dotgit := filepath.Join(path, ".git")
+	if fi, err := os.Lstat(dotgit); err == nil && fi.Mode().IsRegular() {
+		if err := os.Remove(dotgit); err != nil {
+			return nil, fmt.Errorf("removing worktree's .git pointer: %w", err)
+		}
+	}
+	return &Worktree{Path: path, GitDir: gd, Branch: branch}, nil
+}
+
+// RemoveStale removes what an interrupted Add may have left for path and
+// branch: an admin directory that names path, the directory itself when it
+// holds nothing but git's pointer file, and the branch when it still points
+// at start (so it holds no work; branch "" leaves branches alone).
+// Anything else is left and reported.
+func (r *Repo) RemoveStale(ctx context.Context, path, branch, start string) error {
+	ctx = noCancel(ctx)
+	if w, err := r.FindWorktree(path, branch); err != nil {
+		return err
+	} else if w != nil {
+		if err := r.Remove(ctx, w); err != nil {
+			return err
+		}
+	} else if ents, err := os.ReadDir(path); err == nil {
+		if len(ents) > 1 || (len(ents) == 1 && ents[0].Name() != ".git") {
+			return fmt.Errorf("%s holds files but is no worktree of %s; move it away", path, r.Root)
+		}
+		if err := os.RemoveAll(path); err != nil {
+			return err
+		}
+	}
+	if branch == "" {
+		return nil
+	}
+	tip, err := r.BranchTip(ctx, branch)
+	if err != nil || tip == "" {
+		return err
+	}
+	if tip != start {
+		return fmt.Errorf("branch %s has commits of its own; it is left alone", branch)
+	}
+	return r.DeleteBranch(ctx, branch, tip)
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 )
 
 // SnapshotFiles records the worktree's current files (tracked and
@@ -57,4 +58,24 @@ func (r *Repo) ApplyDiff(ctx context.Context, w *Worktree, from, to string) ([]s
 		return nil, fmt.Errorf("applying the changes: %w", err)
 	}
 	return paths, nil
+}
+
+// SubBranches lists the branches of a task's sub-agents (named
+// BRANCH-sub-ROUND-NAME) with their tips.
+func (r *Repo) SubBranches(ctx context.Context, branch string) (map[string]string, error) {
+	if err := r.CheckBranchName(ctx, branch); err != nil {
+		return nil, err
+	}
+	out, err := r.g.out(ctx, r.CommonDir, "", "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/"+branch+"-sub-*")
+	if err != nil {
+		return nil, fmt.Errorf("listing sub-agent branches: %w", err)
+	}
+	m := map[string]string{}
+	for _, l := range lines(out, '\n') {
+		id, ref, ok := strings.Cut(l, " ")
+		if ok {
+			m[strings.TrimPrefix(ref, "refs/heads/")] = id
+		}
+	}
+	return m, nil
 }

@@ -286,3 +286,16 @@ func (r *Repo) DeleteBranch(ctx context.Context, branch, tip string) error {
 	}
 	return nil
 }
+
+// IgnoredFiles lists the files in the worktree that .gitignore keeps out
+// of a commit (the agent created them: a checkout holds none). They are
+// never committed and go when the worktree is removed, so the review names
+// them.
+func (r *Repo) IgnoredFiles(ctx context.Context, w *Worktree) ([]string, error) {
+	args := append(r.noFilters(ctx, w.GitDir), "ls-files", "--others", "--ignored", "--exclude-standard", "-z")
+	out, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, args: args})
+	if err != nil {
+		return nil, fmt.Errorf("listing ignored files: %w", err)
+	}
+	return lines(string(out), 0), nil
+}

@@ -298,6 +298,12 @@ func taskShellRun(ctx context.Context, opts *TaskRefOptions) error {
 	if err != nil {
 		return err
 	}
+	// Held for the whole shell: gc and resume leave its sandbox alone.
+	release, err := o.UseTask(t)
+	if err != nil {
+		return err
+	}
+	defer release()
 	sb, created, err := o.ShellSandbox(ctx, t)
 	if err != nil {
 		return err
