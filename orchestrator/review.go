@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/localagent/agent/orchestrator/store"
@@ -43,6 +44,19 @@ type Review struct {
 	Model    string       `json:"model,omitempty"`
 	Tokens   store.Tokens `json:"tokens"`
 	Worktree string       `json:"worktree"`
+	// SubBranches are sub-agents' branches that still hold work not in
+	// the task's branch (it could not be applied, or their run was killed).
+	SubBranches []SubBranch `json:"sub_branches,omitempty"`
+	// Ignored names files the agent created that .gitignore keeps out of
+	// the commit (IgnoredCount of them in all); they go with the worktree.
+	Ignored      []string `json:"ignored,omitempty"`
+	IgnoredCount int      `json:"ignored_count,omitempty"`
+}
+
+// SubBranch is a sub-agent's branch holding work of its own.
+type SubBranch struct {
+	Branch  string `json:"branch"`
+	Commits int    `json:"commits"`
 }
 
 // TestRun is a test command found among the commands the agent ran.
@@ -145,6 +159,38 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 		}
 	}
 	rv.Warnings = append(rv.Warnings, sensitiveChanges(rv.Stat, repo.ConfigValue(ctx, "core.hooksPath"))...)
+	subs, err := repo.SubBranches(ctx, t.Branch)
+	if err != nil {
+		return nil, err
+	}
+	for b, stip := range subs {
+		n, err := repo.CountCommits(ctx, tip, stip)
+		if err != nil || n == 0 {
+			continue
+		}
+		rv.SubBranches = append(rv.SubBranches, SubBranch{Branch: b, Commits: n})
+	}
+	slices.SortFunc(rv.SubBranches, func(a, b SubBranch) int { return strings.Compare(a.Branch, b.Branch) })
+	for _, sb := range rv.SubBranches {
+		rv.Warnings = append(rv.Warnings, fmt.Sprintf("sub-agent branch %s holds %d commit(s) not in the task's branch: see it with `git log %s`; `agent discard %s` deletes it with the task", sb.Branch, sb.Commits, sb.Branch, t.ID))
+	}
+	rv.Ignored, rv.IgnoredCount = t.Ignored, t.IgnoredCount
+	if t.IgnoredCount > 0 {
+		names := strings.Join(t.Ignored, ", ")
+		if t.IgnoredCount > len(t.Ignored) {
+			names += fmt.Sprintf(", and %d more", t.IgnoredCount-len(t.Ignored))
+		}
+		rv.Warnings = append(rv.Warnings, fmt.Sprintf("the agent created %d file(s) that .gitignore keeps out of the commit (not merged; they go with the worktree %s): %s", t.IgnoredCount, t.Worktree, names))
+	}
+	var cut []string
+	for _, c := range t.Commands {
+		if c.CutShort || c.Running {
+			cut = append(cut, c.Command)
+		}
+	}
+	if len(cut) > 0 {
+		rv.Warnings = append(rv.Warnings, fmt.Sprintf("%d command(s) were cut short when the run was stopped: %s", len(cut), strings.Join(cut, "; ")))
+	}
 	if rv.Tests == nil {
 		rv.Warnings = append(rv.Warnings, "the agent ran no tests")
 	} else if !rv.Tests.Passed {

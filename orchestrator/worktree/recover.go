@@ -215,3 +215,11 @@ func (r *Repo) RemoveStale(ctx context.Context, path, branch, start string) erro
 	}
 	return r.DeleteBranch(ctx, branch, tip)
 }
+
+// HasAdminDir reports whether the repository with common directory
+// commonDir has a worktree admin directory for path.
+func HasAdminDir(commonDir, path string) bool {
+	r := &Repo{CommonDir: commonDir}
+	_, err := r.adminDirOf(path)
+	return err == nil
+}

@@ -379,10 +379,16 @@ func gcRun(ctx context.Context, opts *GCOptions) error {
 	for _, p := range rep.RemovedWorktrees {
 		fmt.Fprintf(w, "removed worktree %s\n", p)
 	}
+	for _, n := range rep.Recovered {
+		fmt.Fprintf(w, "recovered %s\n", n)
+	}
+	for _, b := range rep.RemovedBranches {
+		fmt.Fprintf(w, "deleted branch %s (merged)\n", b)
+	}
 	for _, k := range rep.Kept {
 		fmt.Fprintf(w, "kept %s\n", k)
 	}
-	if len(rep.Interrupted)+len(rep.RemovedContainers)+len(rep.RemovedWorktrees) == 0 {
+	if len(rep.Interrupted)+len(rep.RemovedContainers)+len(rep.RemovedWorktrees)+len(rep.Recovered)+len(rep.RemovedBranches) == 0 {
 		fmt.Fprintln(w, "nothing to clean up")
 	}
 	return nil
