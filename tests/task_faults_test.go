@@ -1,0 +1,222 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/localagent/agent/orchestrator/failpoint"
+	"github.com/localagent/agent/orchestrator/store"
+)
+
+// faultScript writes a file, runs a command that writes another, and
+// finishes. It has no expectations, so a resumed run can replay it from
+// the top: every step is idempotent.
+const faultScript = `model: fault
+turns:
+  - tool_calls:
+      - {name: write_file, arguments: {path: note.txt, content: "the agent's work\n"}}
+  - tool_calls:
+      - {name: bash, arguments: {command: "echo ran > ran.txt"}}
+  - text: "Done."
+final:
+  text: "Done."
+`
+
+// runWith runs agent with extra environment and returns its exit code
+// (-1 when a signal killed it) and combined output.
+func runWith(t *testing.T, env *AgentEnv, dir string, extra []string, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := env.Command(ctx, dir, args...)
+	cmd.Env = append(append([]string{}, env.Env...), extra...)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		return 0, string(out)
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("running agent %v: %v", args, err)
+	}
+	return ee.ExitCode(), string(out)
+}
+
+// taskPoint reports whether a failpoint is passed by `agent task` (the
+// others by merge or discard).
+func taskPoint(p string) bool { return strings.HasPrefix(p, "task-") }
+
+// TestCrashPoints: for every failpoint in turn, a task (or its merge or
+// discard) is killed there with SIGKILL; then gc, resume, merge or discard
+// run again and must converge: the agent's work ends up merged (or the
+// task discarded), the user's checkout and branch are consistent and clean,
+// and nothing is left that no command can reach.
+func TestCrashPoints(t *testing.T) {
+	c := RequireEngine(t)
+	script := writeScript(t, faultScript)
+	for _, point := range failpoint.Points {
+		t.Run(point, func(t *testing.T) {
+			env := NewAgentEnv(t, c)
+			repo := NewSampleRepo(t)
+			before := Git(t, repo, "rev-parse", "main")
+			kill := []string{failpoint.Env + "=" + point}
+			llm := "script:" + script
+			var id string
+			switch {
+			case taskPoint(point):
+				code, out := runWith(t, env, repo, kill, "task", "--llm", llm, "--approve", "merge", env.LabelFlag(), "Write a note")
+				if code != -1 {
+					t.Fatalf("agent task was not killed at %s: exit %d\n%s", point, code, out)
+				}
+				id = onlyTask(t, env.StateDir).ID
+				if Git(t, repo, "rev-parse", "main") != before {
+					t.Fatal("main moved before any merge")
+				}
+				mustRun(t, env, repo, "gc")
+				if rec := loadRecord(t, env, id); rec.State != store.Interrupted {
+					t.Fatalf("after gc the task is %s, want interrupted", rec.State)
+				}
+				if code, out := runWith(t, env, repo, nil, "resume", "--llm", llm, "--approve", "merge", env.LabelFlag(), id); code != 0 {
+					t.Fatalf("resume after a kill at %s: exit %d\n%s", point, code, out)
+				}
+			default:
+				mustRun(t, env, repo, "task", "--llm", llm, "--approve", "keep", env.LabelFlag(), "Write a note")
+				id = onlyTask(t, env.StateDir).ID
+				verb := []string{"merge", id}
+				if strings.HasPrefix(point, "discard-") {
+					verb = []string{"discard", "--yes", id}
+				}
+				code, out := runWith(t, env, repo, kill, verb...)
+				if code != -1 {
+					t.Fatalf("agent %s was not killed at %s: exit %d\n%s", verb[0], point, code, out)
+				}
+				if !strings.HasPrefix(point, "discard-") {
+					// Between the checkout update and the branch update the
+					// user's branch is still before; whatever the state, the
+					// work is on the task branch.
+					if _, err := GitErr(repo, "cat-file", "-e", loadRecord(t, env, id).Branch+":note.txt"); err != nil && Git(t, repo, "rev-parse", "main") == before {
+						t.Fatal("the agent's work is neither on its branch nor merged")
+					}
+				}
+				mustRun(t, env, repo, "gc")
+				rec := loadRecord(t, env, id)
+				switch {
+				case strings.HasPrefix(point, "discard-"):
+					mustRun(t, env, repo, "discard", "--yes", id)
+				case rec.State != store.Merged:
+					mustRun(t, env, repo, "merge", id)
+				}
+			}
+			mustRun(t, env, repo, "gc")
+			rec := loadRecord(t, env, id)
+			if strings.HasPrefix(point, "discard-") {
+				if rec.State != store.Discarded {
+					t.Fatalf("task is %s, want discarded", rec.State)
+				}
+				if Git(t, repo, "rev-parse", "main") != before {
+					t.Error("main moved by a discard")
+				}
+			} else {
+				if rec.State != store.Merged {
+					t.Fatalf("task is %s, want merged", rec.State)
+				}
+				if got := Git(t, repo, "show", "main:note.txt"); got != "the agent's work" {
+					t.Errorf("main:note.txt = %q", got)
+				}
+				if b, _ := os.ReadFile(filepath.Join(repo, "note.txt")); string(b) != "the agent's work\n" {
+					t.Errorf("checkout's note.txt = %q", b)
+				}
+			}
+			assertNothingLeft(t, c, env, repo)
+		})
+	}
+}
+
+// TestSignalAtCrashPoints: SIGTERM and SIGINT at a point inside the task
+// end the process with exit 130 and a record that says interrupted; resume
+// then finishes the task.
+func TestSignalAtCrashPoints(t *testing.T) {
+	c := RequireEngine(t)
+	script := writeScript(t, faultScript)
+	for _, tc := range []struct{ point, sig string }{
+		{"task-sandbox-created", "TERM"},
+		{"task-sandbox-created", "INT"},
+		{"task-record-saved", "TERM"},
+	} {
+		t.Run(tc.point+"-"+tc.sig, func(t *testing.T) {
+			env := NewAgentEnv(t, c)
+			repo := NewSampleRepo(t)
+			llm := "script:" + script
+			code, out := runWith(t, env, repo, []string{failpoint.Env + "=" + tc.point, failpoint.SignalEnv + "=" + tc.sig},
+				"task", "--llm", llm, "--approve", "merge", env.LabelFlag(), "Write a note")
+			if code != 130 {
+				t.Fatalf("exit %d, want 130\n%s", code, out)
+			}
+			id := onlyTask(t, env.StateDir).ID
+			if rec := loadRecord(t, env, id); rec.State != store.Interrupted {
+				t.Fatalf("record says %s, want interrupted", rec.State)
+			}
+			if code, out := runWith(t, env, repo, nil, "resume", "--llm", llm, "--approve", "merge", env.LabelFlag(), id); code != 0 {
+				t.Fatalf("resume: exit %d\n%s", code, out)
+			}
+			mustRun(t, env, repo, "gc")
+			if got := Git(t, repo, "show", "main:note.txt"); got != "the agent's work" {
+				t.Errorf("main:note.txt = %q", got)
+			}
+			assertNothingLeft(t, c, env, repo)
+		})
+	}
+}
+
+// assertNothingLeft checks that no container of this test, no task
+// worktree, branch, git lock or unfinished record is left, and that the
+// user's checkout is clean.
+func assertNothingLeft(t *testing.T, c *client.Client, env *AgentEnv, repo string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if cs, err := LabelledContainers(ctx, c, env.Label); err != nil || len(cs) != 0 {
+		t.Errorf("%d container(s) left (%v)", len(cs), err)
+	}
+	if wl := Git(t, repo, "worktree", "list", "--porcelain"); strings.Count(wl, "worktree ") != 1 {
+		t.Errorf("worktrees left:\n%s", wl)
+	}
+	if bs := Git(t, repo, "for-each-ref", "--format=%(refname)", "refs/heads/agent/"); bs != "" {
+		t.Errorf("branches left: %s", bs)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(repo, ".git", "worktrees")); len(ents) != 0 {
+		t.Errorf("%d worktree admin dir(s) left", len(ents))
+	}
+	if _, err := os.Lstat(filepath.Join(repo, ".git", "index.lock")); err == nil {
+		t.Error("index.lock left in the user's repository")
+	}
+	if st := Git(t, repo, "status", "--porcelain"); st != "" {
+		t.Errorf("the user's checkout is not clean:\n%s", st)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(env.StateDir, "worktrees")); len(ents) != 0 {
+		t.Errorf("%d worktree dir(s) left in the state directory", len(ents))
+	}
+	all, err := taskStore(t, env.StateDir).List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range all {
+		if !tk.State.Final() || tk.Pending != nil || tk.SandboxID != "" {
+			t.Errorf("task %s left %s (pending %v, sandbox %q)", tk.ID, tk.State, tk.Pending, tk.SandboxID)
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Join(env.StateDir, "tasks")); true {
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".tmp") {
+				t.Errorf("stray file %s in the task store", e.Name())
+			}
+		}
+	}
+}
