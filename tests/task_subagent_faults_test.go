@@ -1,0 +1,145 @@
+package tests
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/localagent/agent/orchestrator/store"
+)
+
+// subFailScript: a sub-agent writes a file and then its model fails with
+// an error that is not retried; the parent goes on and finishes.
+const subFailScript = `model: subfail
+slots: 1
+turns:
+  - tool_calls:
+      - name: spawn_agents
+        arguments:
+          tasks:
+            - {name: gamma, prompt: "Write g.txt, then fail."}
+  - expect: {last_contains: "Write g.txt"}
+    tool_calls:
+      - {name: write_file, arguments: {path: g.txt, content: "gamma's work\n"}}
+  - expect: {last_role: tool}
+    error: {status: 400, message: "scripted model failure"}
+  - expect: {last_role: tool}
+    text: "The sub-agent failed; its work is on its branch."
+`
+
+// TestSubAgentModelErrorKeepsWork: a sub-agent whose model fails had its
+// worktree removed without a commit, so the branch the parent was told
+// about held only the starting snapshot. Now its work is committed there,
+// the review lists the branch, and discarding the task says it deletes it.
+func TestSubAgentModelErrorKeepsWork(t *testing.T) {
+	c := RequireEngine(t)
+	env := NewAgentEnv(t, c)
+	repo := NewSampleRepo(t)
+	out := mustRun(t, env, repo, "task", "--llm", "script:"+writeScript(t, subFailScript), "--approve", "keep", env.LabelFlag(), "Delegate")
+	rec := onlyTask(t, env.StateDir)
+	subs := Git(t, repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/"+rec.Branch+"-sub-*")
+	if subs == "" || strings.Contains(subs, "\n") {
+		t.Fatalf("want one kept sub-agent branch, have %q\n%s", subs, out)
+	}
+	if got := Git(t, repo, "show", subs+":g.txt"); got != "gamma's work" {
+		t.Fatalf("the sub-agent's branch does not hold its work: g.txt = %q", got)
+	}
+	if !strings.Contains(out, "sub-agent branch "+subs) {
+		t.Errorf("the review does not list the sub-agent's branch %s:\n%s", subs, out)
+	}
+	if len(rec.SubAgents) != 1 || rec.SubAgents[0].State != store.SubKept {
+		t.Errorf("sub-agent record: %+v", rec.SubAgents)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(env.StateDir, "worktrees")); len(ents) != 1 {
+		t.Errorf("worktrees left: %d", len(ents))
+	}
+	out = mustRun(t, env, repo, "discard", "--yes", rec.ID)
+	if !strings.Contains(out, subs) {
+		t.Errorf("discard does not say it deletes %s:\n%s", subs, out)
+	}
+	assertNothingLeft(t, c, env, repo)
+}
+
+// subSlowScript: a sub-agent writes a file and then runs a long command,
+// during which the test kills the parent process.
+const subSlowScript = `model: subslow
+slots: 1
+turns:
+  - tool_calls:
+      - name: spawn_agents
+        arguments:
+          tasks:
+            - {name: delta, prompt: "Write d.txt, then wait."}
+  - expect: {last_contains: "Write d.txt"}
+    tool_calls:
+      - {name: write_file, arguments: {path: d.txt, content: "delta's work\n"}}
+  - expect: {last_role: tool}
+    tool_calls:
+      - {name: bash, arguments: {command: "touch waiting; sleep 120"}}
+  - text: "never reached"
+`
+
+// subResumeScript finishes the parent after resume.
+const subResumeScript = `model: subresume
+turns:
+  - text: "Resumed; the sub-agent's work is in the workspace."
+final:
+  text: "Done."
+`
+
+// TestKilledParentResumesSubAgents: after kill -9 of the parent while a
+// sub-agent works, the sub-agent's worktree was an orphan that resume
+// ignored and gc offered to delete. Now resume commits its work, brings it
+// into the task's worktree and removes the rest.
+func TestKilledParentResumesSubAgents(t *testing.T) {
+	c := RequireEngine(t)
+	env := NewAgentEnv(t, c)
+	repo := NewSampleRepo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := env.Command(ctx, repo, "task", "--llm", "script:"+writeScript(t, subSlowScript), "--approve", "keep", env.LabelFlag(), "Delegate and wait")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for found := false; !found; {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatal("the sub-agent never reached its long command")
+		}
+		ents, _ := os.ReadDir(filepath.Join(env.StateDir, "worktrees"))
+		for _, e := range ents {
+			if _, err := os.Stat(filepath.Join(env.StateDir, "worktrees", e.Name(), "waiting")); err == nil {
+				found = true
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	rec := onlyTask(t, env.StateDir)
+	if len(rec.SubAgents) != 1 || rec.SubAgents[0].State != store.SubRunning {
+		t.Fatalf("the running sub-agent is not in the record: %+v", rec.SubAgents)
+	}
+	out := mustRun(t, env, repo, "gc")
+	if strings.Contains(out, "no task record") {
+		t.Errorf("gc treats the sub-agent's worktree as an orphan:\n%s", out)
+	}
+	out = mustRun(t, env, repo, "resume", "--llm", "script:"+writeScript(t, subResumeScript), "--approve", "keep", env.LabelFlag(), rec.ID)
+	if got := Git(t, repo, "show", rec.Branch+":d.txt"); got != "delta's work" {
+		t.Fatalf("the sub-agent's work is not on the task branch: %q\n%s", got, out)
+	}
+	rec = loadRecord(t, env, rec.ID)
+	if rec.SubAgents[0].State != store.SubDone {
+		t.Errorf("sub-agent state %s", rec.SubAgents[0].State)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(env.StateDir, "worktrees")); len(ents) != 1 {
+		t.Errorf("worktrees left: %d", len(ents))
+	}
+	mustRun(t, env, repo, "merge", rec.ID)
+	mustRun(t, env, repo, "gc")
+	assertNothingLeft(t, c, env, repo)
+}
