@@ -1,0 +1,162 @@
+package tests
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+
+	"github.com/localagent/agent/orchestrator/failpoint"
+	"github.com/localagent/agent/orchestrator/store"
+	"github.com/localagent/agent/sandbox"
+)
+
+// TestResumeAfterStaleLockAndEmptyTranscript: a kill during the commit
+// leaves git's index.lock in the task's git dir, and a kill right after the
+// transcript was created leaves it empty; either made every resume fail
+// ("index.lock: File exists", "file exists"). Resume now clears the lock
+// (no process holds it) and starts a new transcript.
+func TestResumeAfterStaleLockAndEmptyTranscript(t *testing.T) {
+	c := RequireEngine(t)
+	env := NewAgentEnv(t, c)
+	repo := NewSampleRepo(t)
+	llm := "script:" + writeScript(t, faultScript)
+	if code, out := runWith(t, env, repo, []string{failpoint.Env + "=task-before-commit"}, "task", "--llm", llm, "--approve", "keep", env.LabelFlag(), "Write a note"); code != -1 {
+		t.Fatalf("not killed: %d\n%s", code, out)
+	}
+	rec := onlyTask(t, env.StateDir)
+	if err := os.WriteFile(filepath.Join(rec.WorktreeGit, "index.lock"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rec.Session, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, env, repo, "resume", "--llm", llm, "--approve", "merge", env.LabelFlag(), rec.ID)
+	if got := Git(t, repo, "show", "main:note.txt"); got != "the agent's work" {
+		t.Fatalf("main:note.txt = %q\n%s", got, out)
+	}
+	mustRun(t, env, repo, "gc")
+	assertNothingLeft(t, c, env, repo)
+}
+
+// unseenScript writes a file the repository's .gitignore (which it also
+// writes) keeps out, then starts a command that the test cuts short.
+const unseenScript = `model: unseen
+turns:
+  - tool_calls:
+      - {name: write_file, arguments: {path: .gitignore, content: "secret.env\n"}}
+      - {name: write_file, arguments: {path: secret.env, content: "TOKEN=1\n"}}
+  - expect: {last_role: tool}
+    tool_calls:
+      - {name: bash, arguments: {command: "touch started; sleep 120"}}
+  - text: "never reached"
+`
+
+// TestReviewShowsUnseenWork: files the agent created that .gitignore
+// excludes were neither committed nor shown, and a command the kill cut
+// short was missing from the review. The review now names both.
+func TestReviewShowsUnseenWork(t *testing.T) {
+	c := RequireEngine(t)
+	env := NewAgentEnv(t, c)
+	repo := NewSampleRepo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := env.Command(ctx, repo, "task", "--llm", "script:"+writeScript(t, unseenScript), "--approve", "keep", env.LabelFlag(), "Write a secret")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatal("the task never reached its long command")
+		}
+		ents, _ := os.ReadDir(filepath.Join(env.StateDir, "worktrees"))
+		if len(ents) == 1 {
+			if _, err := os.Stat(filepath.Join(env.StateDir, "worktrees", ents[0].Name(), "started")); err == nil {
+				break
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	rec := onlyTask(t, env.StateDir)
+	out := mustRun(t, env, repo, "resume", "--llm", "script:"+writeScript(t, subResumeScript), "--approve", "keep", env.LabelFlag(), rec.ID)
+	if !strings.Contains(out, "1 file(s) that .gitignore keeps out") || !strings.Contains(out, "secret.env") {
+		t.Errorf("the review does not show the ignored file:\n%s", out)
+	}
+	if !strings.Contains(out, "cut short") || !strings.Contains(out, "touch started; sleep 120") {
+		t.Errorf("the review does not show the command cut short:\n%s", out)
+	}
+	rec = loadRecord(t, env, rec.ID)
+	if rec.IgnoredCount != 1 || len(rec.Commands) != 1 || !rec.Commands[0].CutShort {
+		t.Errorf("record: ignored %d %v, commands %+v", rec.IgnoredCount, rec.Ignored, rec.Commands)
+	}
+	mustRun(t, env, repo, "discard", "--yes", rec.ID)
+	assertNothingLeft(t, c, env, repo)
+}
+
+// TestGCKeepsOpenShell: `agent gc` removed the sandbox of an open `agent
+// shell` (it held no claim). An open shell now holds a use claim that gc
+// respects, and gc says why it keeps the container; once the shell exits
+// nothing is left.
+func TestGCKeepsOpenShell(t *testing.T) {
+	c := RequireEngine(t)
+	env := NewAgentEnv(t, c)
+	repo := NewSampleRepo(t)
+	mustRun(t, env, repo, "task", "--llm", "script:"+writeScript(t, quickScript), "--approve", "keep", env.LabelFlag(), "Other work")
+	rec := onlyTask(t, env.StateDir)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sh := env.Command(ctx, repo, "shell", env.LabelFlag(), rec.ID)
+	stdin, err := sh.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shOut strings.Builder
+	sh.Stdout, sh.Stderr = &shOut, &shOut
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sh.Process.Kill() }()
+	_, _ = io.WriteString(stdin, "touch /workspace/shell-was-here\n")
+	f := filters.NewArgs(filters.Arg("label", sandbox.LabelTest+"="+env.Label), filters.Arg("label", sandbox.LabelUse+"=shell"))
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(rec.Worktree, "shell-was-here")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the shell never ran:\n%s", shOut.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out := mustRun(t, env, repo, "gc")
+	if !strings.Contains(out, "agent shell "+rec.ID) {
+		t.Errorf("gc does not say it keeps the shell's sandbox:\n%s", out)
+	}
+	cs, err := c.ContainerList(ctx, container.ListOptions{Filters: f})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("the shell's sandbox is gone after gc: %d %v", len(cs), err)
+	}
+	_, _ = io.WriteString(stdin, "echo still-alive\nexit\n")
+	_ = stdin.Close()
+	if err := sh.Wait(); err != nil {
+		t.Fatalf("the shell ended with %v:\n%s", err, shOut.String())
+	}
+	if !strings.Contains(shOut.String(), "still-alive") {
+		t.Errorf("the shell did not survive gc:\n%s", shOut.String())
+	}
+	if got := loadRecord(t, env, rec.ID); got.State != store.Kept {
+		t.Errorf("task %s", got.State)
+	}
+	mustRun(t, env, repo, "discard", "--yes", rec.ID)
+	assertNothingLeft(t, c, env, repo)
+}
