@@ -160,3 +160,29 @@ func TestGCKeepsOpenShell(t *testing.T) {
 	mustRun(t, env, repo, "discard", "--yes", rec.ID)
 	assertNothingLeft(t, c, env, repo)
 }
+
+// TestClosedPipeStillDecides: `agent task ... | head` (here `| true`) killed the process
+// with SIGPIPE after the review was printed and before the decision, so
+// the task stayed in review with no process to decide it. The decision is
+// now taken and recorded.
+func TestClosedPipeStillDecides(t *testing.T) {
+	c := RequireEngine(t)
+	env := NewAgentEnv(t, c)
+	repo := NewSampleRepo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// The reader is gone before the task prints its review.
+	cmd := env.Command(ctx, repo)
+	cmd.Path = "/bin/sh"
+	cmd.Args = []string{"/bin/sh", "-c", `"$AGENT" task --llm "script:$SCRIPT" --approve keep "$LABEL" "Other work" | true`}
+	cmd.Env = append(cmd.Env, "AGENT="+env.Bin, "SCRIPT="+writeScript(t, quickScript), "LABEL="+env.LabelFlag())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	rec := onlyTask(t, env.StateDir)
+	if rec.State != store.Kept {
+		t.Fatalf("task is %s after its output pipe closed, want kept", rec.State)
+	}
+	mustRun(t, env, repo, "discard", "--yes", rec.ID)
+	assertNothingLeft(t, c, env, repo)
+}
