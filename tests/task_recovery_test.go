@@ -3,6 +3,8 @@ package tests
 import (
 	"context"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -184,5 +186,57 @@ func TestClosedPipeStillDecides(t *testing.T) {
 		t.Fatalf("task is %s after its output pipe closed, want kept", rec.State)
 	}
 	mustRun(t, env, repo, "discard", "--yes", rec.ID)
+	assertNothingLeft(t, c, env, repo)
+}
+
+// TestStallingServerInterruptsTask: a server that starts a reply and then
+// streams keep-alive comments forever held the task forever. With a stall
+// timeout the turn ends with a retriable error, the task is interrupted
+// (not failed) and resumes against a working server.
+func TestStallingServerInterruptsTask(t *testing.T) {
+	c := RequireEngine(t)
+	env := NewAgentEnv(t, c)
+	repo := NewSampleRepo(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			if r.URL.Path == "/v1/models" {
+				_, _ = io.WriteString(w, `{"data":[{"id":"stall"}]}`)
+				return
+			}
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		_, _ = io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"thinking"}}]}`+"\n\n")
+		for {
+			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+				return
+			}
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}))
+	defer srv.Close()
+	start := time.Now()
+	code, out := runWith(t, env, repo, []string{"AGENT_LLM_STALL_TIMEOUT=1s"}, "task", "--llm", srv.URL, "--approve", "keep", env.LabelFlag(), "Write a note")
+	if el := time.Since(start); el > 90*time.Second {
+		t.Fatalf("took %s", el)
+	}
+	if code == 0 || !strings.Contains(out, "no progress") || !strings.Contains(out, "agent resume") {
+		t.Fatalf("exit %d; want a stall error that says how to resume:\n%s", code, out)
+	}
+	rec := onlyTask(t, env.StateDir)
+	if rec.State != store.Interrupted {
+		t.Fatalf("task is %s, want interrupted", rec.State)
+	}
+	mustRun(t, env, repo, "resume", "--llm", "script:"+writeScript(t, faultScript), "--approve", "merge", env.LabelFlag(), rec.ID)
+	if got := Git(t, repo, "show", "main:note.txt"); got != "the agent's work" {
+		t.Errorf("main:note.txt = %q", got)
+	}
+	mustRun(t, env, repo, "gc")
 	assertNothingLeft(t, c, env, repo)
 }
