@@ -148,3 +148,23 @@ func TestRecoverMergeUndoesPartialCheckout(t *testing.T) {
 		t.Fatalf("merge after recovery: %v", err)
 	}
 }
+
+// TestFailedAddLeavesNoBranch: when git cannot create the worktree (here
+// its admin directory cannot be written, as on a full disk) it has already
+// created the branch; Add removes it again.
+func TestFailedAddLeavesNoBranch(t *testing.T) {
+	ctx := context.Background()
+	dir := newRepo(t)
+	r := openRepo(t, dir)
+	write(t, filepath.Join(dir, ".git", "worktrees"), "not a directory\n")
+	base, err := r.ResolveBase(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Add(ctx, AddOptions{Path: filepath.Join(t.TempDir(), "w"), Branch: "agent/full-disk", Start: base.Commit, NoCheckout: true}); err == nil {
+		t.Fatal("Add succeeded without an admin directory")
+	}
+	if tip, _ := r.BranchTip(ctx, "agent/full-disk"); tip != "" {
+		t.Errorf("the branch of a failed Add is left at %s", tip)
+	}
+}

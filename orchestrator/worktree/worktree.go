@@ -73,7 +73,19 @@ func (r *Repo) Add(ctx context.Context, opts AddOptions) (*Worktree, error) {
 	}
 	args = append(args, "-b", opts.Branch, "--", opts.Path, opts.Start)
 	if _, err := r.g.out(ctx, r.CommonDir, r.Root, args...); err != nil {
+		// git creates the branch before the worktree and leaves it when
+		// the worktree fails (a full disk): undo both, so a failed start
+		// leaves nothing.
+		cctx := context.WithoutCancel(ctx)
 		_ = os.RemoveAll(opts.Path)
+		if gd, err := r.adminDirOf(opts.Path); err == nil {
+			_ = os.RemoveAll(gd)
+		}
+		if tip, _ := r.BranchTip(cctx, opts.Branch); tip != "" {
+			if start, _ := r.g.out(cctx, r.CommonDir, "", "rev-parse", "--verify", "-q", opts.Start+"^{commit}"); start == tip {
+				_ = r.DeleteBranch(cctx, opts.Branch, tip)
+			}
+		}
 		return nil, fmt.Errorf("creating worktree: %w", err)
 	}
 	w, err := r.adopt(opts.Path, opts.Branch)
