@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/localagent/agent/agent/event"
@@ -225,5 +226,27 @@ func (r *Run) markCutShort() {
 		if c := &r.Task.Commands[i]; c.Running {
 			c.Running, c.CutShort = false, true
 		}
+	}
+}
+
+// pruneLost removes the repository's admin directories of task worktrees
+// that vanished from this state directory with no record left (the state
+// directory was deleted): git's prune skips them because they are locked.
+// The caller holds the repository lock.
+func (o *Orchestrator) pruneLost(repo *worktree.Repo, notice func(string)) {
+	ts, err := o.store.List()
+	if err != nil {
+		return
+	}
+	known := map[string]bool{}
+	for _, t := range ts {
+		known[filepath.Clean(t.Worktree)] = true
+		for _, sa := range t.SubAgents {
+			known[filepath.Clean(sa.Worktree)] = true
+		}
+	}
+	pruned, _ := repo.PruneLost(filepath.Join(o.opts.StateDir, "worktrees"), func(p string) bool { return known[filepath.Clean(p)] })
+	for _, p := range pruned {
+		notice("removed the git records of worktree " + p + ", which was deleted with no task left (its branch is kept)")
 	}
 }

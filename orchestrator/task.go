@@ -129,6 +129,7 @@ func (o *Orchestrator) NewTask(ctx context.Context, opts TaskOptions) (_ *Run, e
 	}
 	defer unlock()
 
+	o.pruneLost(repo, func(text string) { o.opts.Sink.Emit(event.Event{Time: time.Now(), Kind: event.Notice, Text: text}) })
 	id, err := o.store.NewID()
 	if err != nil {
 		return nil, err

@@ -223,3 +223,43 @@ func HasAdminDir(commonDir, path string) bool {
 	_, err := r.adminDirOf(path)
 	return err == nil
 }
+
+// PruneLost removes the admin directories of this repository's task
+// worktrees that are gone from disk under dir (the state directory was
+// deleted) and that known does not claim. git's own prune skips them
+// because Add locks every task worktree. Only worktrees locked with a
+// reason starting "agent " (Add's) are touched; branches are left alone.
+// It returns the worktree paths whose admin directories it removed.
+func (r *Repo) PruneLost(dir string, known func(path string) bool) ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(r.CommonDir, "worktrees"))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var pruned []string
+	for _, e := range ents {
+		admin := filepath.Join(r.CommonDir, "worktrees", e.Name())
+		b, err := os.ReadFile(filepath.Join(admin, "gitdir"))
+		if err != nil {
+			continue
+		}
+		path := filepath.Dir(strings.TrimSpace(string(b)))
+		rel, err := filepath.Rel(dir, path)
+		if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+			continue
+		}
+		if reason, err := os.ReadFile(filepath.Join(admin, "locked")); err != nil || !strings.HasPrefix(string(reason), "agent ") {
+			continue
+		}
+		if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) || known(path) {
+			continue
+		}
+		if err := os.RemoveAll(admin); err != nil {
+			return pruned, err
+		}
+		pruned = append(pruned, path)
+	}
+	return pruned, nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -166,5 +167,50 @@ func TestFailedAddLeavesNoBranch(t *testing.T) {
 	}
 	if tip, _ := r.BranchTip(ctx, "agent/full-disk"); tip != "" {
 		t.Errorf("the branch of a failed Add is left at %s", tip)
+	}
+}
+
+// TestPruneLost: deleting the state directory left locked admin
+// directories that `git worktree prune` skips; PruneLost removes those of
+// worktrees gone from under the given directory, and nothing else.
+func TestPruneLost(t *testing.T) {
+	ctx := context.Background()
+	dir := newRepo(t)
+	r := openRepo(t, dir)
+	state := t.TempDir()
+	base, _ := r.ResolveBase(ctx, "")
+	lost, err := r.Add(ctx, AddOptions{Path: filepath.Join(state, "worktrees", "lost"), Branch: "agent/lost", Start: base.Commit, Reason: "agent task lost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := r.Add(ctx, AddOptions{Path: filepath.Join(state, "worktrees", "live"), Branch: "agent/live", Start: base.Commit, Reason: "agent task live"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(t.TempDir(), "users")
+	plainGit(t, dir, "worktree", "add", "-q", "--lock", other, "-b", "users")
+	if err := os.RemoveAll(lost.Path); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.RemoveAll(other)
+	plainGit(t, dir, "worktree", "prune")
+	if _, err := os.Stat(lost.GitDir); err != nil {
+		t.Fatal("git prune removed a locked admin directory: the test shows nothing")
+	}
+	got, err := r.PruneLost(state, func(string) bool { return false })
+	if err != nil || len(got) != 1 || got[0] != lost.Path {
+		t.Fatalf("PruneLost = %v, %v", got, err)
+	}
+	if _, err := os.Stat(lost.GitDir); err == nil {
+		t.Error("the lost worktree's admin directory is still there")
+	}
+	if _, err := os.Stat(live.GitDir); err != nil {
+		t.Error("a live worktree's admin directory was removed")
+	}
+	if !strings.Contains(plainGit(t, dir, "worktree", "list"), other) {
+		t.Error("the user's own locked worktree was pruned")
+	}
+	if tip, _ := r.BranchTip(ctx, "agent/lost"); tip == "" {
+		t.Error("the branch was deleted")
 	}
 }
