@@ -141,7 +141,9 @@ func TestCrashPoints(t *testing.T) {
 
 // TestSignalAtCrashPoints: SIGTERM and SIGINT at a point inside the task
 // end the process with exit 130 and a record that says interrupted; resume
-// then finishes the task.
+// then finishes the task. The same signals during a merge let the merge
+// and its cleanup finish (they are short and never cut halfway): the task
+// is merged, its branch gone, with no false "uncommitted changes" note.
 func TestSignalAtCrashPoints(t *testing.T) {
 	c := RequireEngine(t)
 	script := writeScript(t, faultScript)
@@ -149,6 +151,8 @@ func TestSignalAtCrashPoints(t *testing.T) {
 		{"task-sandbox-created", "TERM"},
 		{"task-sandbox-created", "INT"},
 		{"task-record-saved", "TERM"},
+		{"merge-checkout-updated", "INT"},
+		{"merge-before-cleanup", "TERM"},
 	} {
 		t.Run(tc.point+"-"+tc.sig, func(t *testing.T) {
 			env := NewAgentEnv(t, c)
@@ -156,15 +160,27 @@ func TestSignalAtCrashPoints(t *testing.T) {
 			llm := "script:" + script
 			code, out := runWith(t, env, repo, []string{failpoint.Env + "=" + tc.point, failpoint.SignalEnv + "=" + tc.sig},
 				"task", "--llm", llm, "--approve", "merge", env.LabelFlag(), "Write a note")
-			if code != 130 {
-				t.Fatalf("exit %d, want 130\n%s", code, out)
-			}
 			id := onlyTask(t, env.StateDir).ID
-			if rec := loadRecord(t, env, id); rec.State != store.Interrupted {
-				t.Fatalf("record says %s, want interrupted", rec.State)
-			}
-			if code, out := runWith(t, env, repo, nil, "resume", "--llm", llm, "--approve", "merge", env.LabelFlag(), id); code != 0 {
-				t.Fatalf("resume: exit %d\n%s", code, out)
+			if taskPoint(tc.point) {
+				if code != 130 {
+					t.Fatalf("exit %d, want 130\n%s", code, out)
+				}
+				if rec := loadRecord(t, env, id); rec.State != store.Interrupted {
+					t.Fatalf("record says %s, want interrupted", rec.State)
+				}
+				if code, out := runWith(t, env, repo, nil, "resume", "--llm", llm, "--approve", "merge", env.LabelFlag(), id); code != 0 {
+					t.Fatalf("resume: exit %d\n%s", code, out)
+				}
+			} else {
+				if code != 0 && code != 130 {
+					t.Fatalf("exit %d\n%s", code, out)
+				}
+				if strings.Contains(out, "uncommitted changes") {
+					t.Errorf("a false note about uncommitted changes:\n%s", out)
+				}
+				if rec := loadRecord(t, env, id); rec.State != store.Merged {
+					t.Fatalf("record says %s, want merged\n%s", rec.State, out)
+				}
 			}
 			mustRun(t, env, repo, "gc")
 			if got := Git(t, repo, "show", "main:note.txt"); got != "the agent's work" {
