@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -95,6 +97,13 @@ final:
 // ignored and gc offered to delete. Now resume commits its work, brings it
 // into the task's worktree and removes the rest.
 func TestKilledParentResumesSubAgents(t *testing.T) {
+	t.Run("SIGKILL", func(t *testing.T) { killedParent(t, syscall.SIGKILL) })
+	// A stopped parent (Ctrl-C, SIGTERM) commits the sub-agent's work on
+	// its branch before removing its worktree; the review lists it.
+	t.Run("SIGTERM", func(t *testing.T) { killedParent(t, syscall.SIGTERM) })
+}
+
+func killedParent(t *testing.T, sig syscall.Signal) {
 	c := RequireEngine(t)
 	env := NewAgentEnv(t, c)
 	repo := NewSampleRepo(t)
@@ -118,9 +127,27 @@ func TestKilledParentResumesSubAgents(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
+	_ = cmd.Process.Signal(sig)
+	err := cmd.Wait()
 	rec := onlyTask(t, env.StateDir)
+	if sig == syscall.SIGTERM {
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+			t.Fatalf("exit %v, want 130", err)
+		}
+		if rec.State != store.Interrupted || len(rec.SubAgents) != 1 || rec.SubAgents[0].State != store.SubKept {
+			t.Fatalf("record: %s, sub-agents %+v", rec.State, rec.SubAgents)
+		}
+		if got := Git(t, repo, "show", rec.SubAgents[0].Branch+":d.txt"); got != "delta's work" {
+			t.Fatalf("the stopped sub-agent's branch lacks its work: %q", got)
+		}
+		out := mustRun(t, env, repo, "resume", "--llm", "script:"+writeScript(t, subResumeScript), "--approve", "keep", env.LabelFlag(), rec.ID)
+		if !strings.Contains(out, "sub-agent branch "+rec.SubAgents[0].Branch) {
+			t.Errorf("the review does not list the sub-agent's branch:\n%s", out)
+		}
+		mustRun(t, env, repo, "discard", "--yes", rec.ID)
+		assertNothingLeft(t, c, env, repo)
+		return
+	}
 	if len(rec.SubAgents) != 1 || rec.SubAgents[0].State != store.SubRunning {
 		t.Fatalf("the running sub-agent is not in the record: %+v", rec.SubAgents)
 	}
