@@ -148,6 +148,17 @@ func (o *Orchestrator) GC(ctx context.Context) (GCReport, error) {
 			continue
 		}
 		if _, err := os.Lstat(t.Worktree); err != nil {
+			// The files are gone (removed by hand, as gc advises for a
+			// worktree it keeps); git's record of the worktree goes too.
+			if t.WorktreeGit != "" {
+				if _, err := os.Stat(t.WorktreeGit); err == nil {
+					if repo, err := o.openRepo(ctx, t); err == nil {
+						if wt, err := o.taskWorktree(repo, t); err == nil && repo.Remove(ctx, wt) == nil {
+							rep.RemovedWorktrees = append(rep.RemovedWorktrees, t.Worktree)
+						}
+					}
+				}
+			}
 			continue
 		}
 		repo, err := o.openRepo(ctx, t)
@@ -161,7 +172,7 @@ func (o *Orchestrator) GC(ctx context.Context) (GCReport, error) {
 			continue
 		}
 		if ch, err := repo.Changes(ctx, wt); err != nil || len(ch) > 0 {
-			rep.Kept = append(rep.Kept, fmt.Sprintf("worktree %s (task %s, %s): it has uncommitted changes", t.Worktree, t.ID, t.State))
+			rep.Kept = append(rep.Kept, fmt.Sprintf("worktree %s (task %s, %s): it has uncommitted changes (copy what you need out of it, then remove it: rm -rf %s)", t.Worktree, t.ID, t.State, shellQuote(t.Worktree)))
 			continue
 		}
 		if err := repo.Remove(ctx, wt); err != nil {
