@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -239,4 +240,94 @@ func TestStallingServerInterruptsTask(t *testing.T) {
 	}
 	mustRun(t, env, repo, "gc")
 	assertNothingLeft(t, c, env, repo)
+}
+
+// unignoreScript empties .gitignore and creates .env in the task.
+const unignoreScript = `model: unignore
+turns:
+  - tool_calls:
+      - {name: write_file, arguments: {path: .gitignore, content: "# nothing ignored\n"}}
+      - {name: write_file, arguments: {path: .env, content: "SECRET=agent\n"}}
+  - text: "Done."
+`
+
+// TestMergeKeepsIgnoredFile: `agent merge` of a task that un-ignores .env
+// and creates it replaced the user's ignored .env and exited 0. It now
+// refuses, names the file, and changes nothing: the task stays kept.
+func TestMergeKeepsIgnoredFile(t *testing.T) {
+	c := RequireEngine(t)
+	env := NewAgentEnv(t, c)
+	repo := NewSampleRepo(t)
+	if err := os.WriteFile(filepath.Join(repo, ".gitignore"), []byte(".env\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	Git(t, repo, "add", ".gitignore")
+	Git(t, repo, "commit", "-q", "-m", "ignore .env")
+	if err := os.WriteFile(filepath.Join(repo, ".env"), []byte("SECRET=user\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := Git(t, repo, "rev-parse", "main")
+	mustRun(t, env, repo, "task", "--llm", "script:"+writeScript(t, unignoreScript), "--approve", "keep", env.LabelFlag(), "Un-ignore .env")
+	rec := onlyTask(t, env.StateDir)
+	code, out, errOut := env.Run(repo, "merge", rec.ID)
+	if code == 0 || !strings.Contains(errOut, ".env") || !strings.Contains(errOut, "ignored") {
+		t.Fatalf("merge: exit %d\n%s%s", code, out, errOut)
+	}
+	if b, _ := os.ReadFile(filepath.Join(repo, ".env")); string(b) != "SECRET=user\n" {
+		t.Fatalf("the user's ignored .env was overwritten: %q", b)
+	}
+	if Git(t, repo, "rev-parse", "main") != before || Git(t, repo, "status", "--porcelain") != "" {
+		t.Fatal("the refused merge changed the checkout or the branch")
+	}
+	if got := loadRecord(t, env, rec.ID); got.State != store.Kept || got.Pending != nil {
+		t.Fatalf("task %s, pending %v", got.State, got.Pending)
+	}
+	mustRun(t, env, repo, "discard", "--yes", rec.ID)
+	assertNothingLeft(t, c, env, repo)
+}
+
+// TestGCAdviceWorks: a task worktree whose record is gone is locked and
+// has no .git, so gc's old advice (git worktree remove) failed. The
+// command gc prints now removes it.
+func TestGCAdviceWorks(t *testing.T) {
+	c := RequireEngine(t)
+	env := NewAgentEnv(t, c)
+	repo := NewSampleRepo(t)
+	mustRun(t, env, repo, "task", "--llm", "script:"+writeScript(t, quickScript), "--approve", "keep", env.LabelFlag(), "Other work")
+	rec := onlyTask(t, env.StateDir)
+	// Another task of the same repository keeps the repository known.
+	mustRun(t, env, repo, "task", "--llm", "script:"+writeScript(t, quickScript), "--approve", "keep", env.LabelFlag(), "More work")
+	if err := os.Remove(filepath.Join(env.StateDir, "tasks", rec.ID+".json")); err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, env, repo, "gc")
+	_, advice, ok := strings.Cut(out, "remove it: ")
+	if !ok {
+		t.Fatalf("gc gives no advice for %s:\n%s", rec.Worktree, out)
+	}
+	advice, _, _ = strings.Cut(advice, ")\n")
+	if o, err := exec.Command("/bin/sh", "-c", advice).CombinedOutput(); err != nil {
+		t.Fatalf("gc's advice %q failed: %v\n%s", advice, err, o)
+	}
+	if _, err := os.Stat(rec.Worktree); err == nil || strings.Contains(Git(t, repo, "worktree", "list"), rec.Worktree) {
+		t.Fatalf("gc's advice left the worktree:\n%s", Git(t, repo, "worktree", "list"))
+	}
+	Git(t, repo, "branch", "-D", rec.Branch)
+	for _, tk := range mustList(t, env) {
+		mustRun(t, env, repo, "discard", "--yes", tk)
+	}
+	assertNothingLeft(t, c, env, repo)
+}
+
+func mustList(t *testing.T, env *AgentEnv) []string {
+	t.Helper()
+	all, err := taskStore(t, env.StateDir).List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, tk := range all {
+		ids = append(ids, tk.ID)
+	}
+	return ids
 }
