@@ -193,12 +193,23 @@ func (r *Run) recoverSubAgents(ctx context.Context, sink event.Sink) error {
 			return err
 		}
 		if cwt == nil {
-			// Never created, or already removed after its commit.
-			state := store.SubEmpty
-			if tip, _ := repo.BranchTip(ctx, sa.Branch); tip != "" && tip != sa.Start {
-				state = store.SubKept
+			// Never created, or removed after its work was committed:
+			// bring that work in (again: applying is idempotent).
+			tip, _ := repo.BranchTip(ctx, sa.Branch)
+			switch {
+			case tip == "" || tip == sa.Start:
+				if tip != "" {
+					_ = repo.DeleteBranch(ctx, sa.Branch, tip)
+				}
+				r.finishSub(sa.ID, store.SubEmpty, "")
+			default:
+				if _, err := repo.ApplyDiff(ctx, pwt, sa.Start, tip); err != nil {
+					r.finishSub(sa.ID, store.SubKept, fmt.Sprintf("its work is committed on branch %s; it could not be applied to the task's worktree: %v", sa.Branch, err))
+				} else {
+					_ = repo.DeleteBranch(ctx, sa.Branch, tip)
+					r.finishSub(sa.ID, store.SubDone, "")
+				}
 			}
-			r.finishSub(sa.ID, state, "")
 			continue
 		}
 		paths, note, err := s.bring(ctx, repo, pwt, cwt, sa.ID, sa.Branch, sa.Start,

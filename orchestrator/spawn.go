@@ -14,6 +14,7 @@ import (
 
 	"github.com/localagent/agent/agent"
 	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/orchestrator/failpoint"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"
@@ -114,6 +115,7 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 		s.r.finishSub(id, store.SubEmpty, "")
 		return fail("creating the sub-agent's worktree: %v", err)
 	}
+	failpoint.Hit("sub-worktree-added")
 	s.r.updateSub(id, func(sa *store.SubAgent) { sa.WorktreeGit = cwt.GitDir })
 
 	// Whatever happens from here on, the sub-agent's files are committed
@@ -137,7 +139,7 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 			// Its processes may still run: leave its files alone.
 			return fail("%s (its sandbox could not be removed; its worktree %s is kept and `agent resume %s` commits it)", msg, cwt.Path, t.ID)
 		}
-		_, note := s.keep(ctx, repo, cwt, id, branch, snap, CommitMessage(&store.Task{ID: t.ID, Prompt: st.Prompt, Model: t.Model}, msg))
+		_, note := s.keep(ctx, repo, cwt, id, branch, snap, CommitMessage(&store.Task{ID: t.ID, Prompt: st.Prompt, Model: t.Model}, msg), true)
 		return fail("%s (%s)", msg, note)
 	}
 
@@ -203,8 +205,10 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 // keep commits a stopped sub-agent's files on its branch (its sandbox is
 // gone) and removes its worktree once nothing in it is uncommitted; the
 // branch stays when it holds work. It returns the branch tip and a note for
-// the model and the user.
-func (s *spawner) keep(ctx context.Context, repo *worktree.Repo, cwt *worktree.Worktree, id, branch, snap, msg string) (string, string) {
+// the model and the user. final records the sub-agent as kept; otherwise
+// the caller goes on to apply the work and records the outcome (until
+// then, a kill leaves it running, for resume to finish).
+func (s *spawner) keep(ctx context.Context, repo *worktree.Repo, cwt *worktree.Worktree, id, branch, snap, msg string, final bool) (string, string) {
 	cctx := context.WithoutCancel(ctx)
 	if err := worktree.ClearStaleLock(cwt.GitDir); err != nil {
 		s.r.updateSub(id, func(sa *store.SubAgent) { sa.Note = err.Error() })
@@ -226,7 +230,9 @@ func (s *spawner) keep(ctx context.Context, repo *worktree.Repo, cwt *worktree.W
 		return "", "it changed no files"
 	}
 	note := "its work is committed on branch " + branch
-	s.r.finishSub(id, store.SubKept, note)
+	if final {
+		s.r.finishSub(id, store.SubKept, note)
+	}
 	return tip, note
 }
 
@@ -235,7 +241,7 @@ func (s *spawner) keep(ctx context.Context, repo *worktree.Repo, cwt *worktree.W
 // parent's worktree, kept (and named in the review) when it cannot be
 // applied.
 func (s *spawner) bring(ctx context.Context, repo *worktree.Repo, pwt, cwt *worktree.Worktree, id, branch, snap, msg string) ([]string, string, error) {
-	tip, note := s.keep(ctx, repo, cwt, id, branch, snap, msg)
+	tip, note := s.keep(ctx, repo, cwt, id, branch, snap, msg, false)
 	if tip == "" {
 		return nil, note, nil
 	}
@@ -245,8 +251,11 @@ func (s *spawner) bring(ctx context.Context, repo *worktree.Repo, pwt, cwt *work
 		err = s.giveToParent(pwt.Path, paths)
 	}
 	if err != nil {
-		return nil, fmt.Sprintf("Its changes could not be applied to your workspace (%v); they are kept on branch %s", err, branch), err
+		note := fmt.Sprintf("Its changes could not be applied to your workspace (%v); they are kept on branch %s", err, branch)
+		s.r.finishSub(id, store.SubKept, note)
+		return nil, note, err
 	}
+	failpoint.Hit("sub-applied")
 	_ = repo.DeleteBranch(cctx, branch, tip)
 	s.r.finishSub(id, store.SubDone, "")
 	return paths, "", nil

@@ -30,6 +30,24 @@ final:
   text: "Done."
 `
 
+// subFaultScript: the parent hands the writing of note.txt to a
+// sub-agent. No expectations either: a resumed run replays it.
+const subFaultScript = `model: subfault
+slots: 1
+turns:
+  - tool_calls:
+      - name: spawn_agents
+        arguments:
+          tasks:
+            - {name: epsilon, prompt: "Write note.txt."}
+  - tool_calls:
+      - {name: write_file, arguments: {path: note.txt, content: "the agent's work\n"}}
+  - text: "Wrote note.txt."
+  - text: "Done."
+final:
+  text: "Done."
+`
+
 // runWith runs agent with extra environment and returns its exit code
 // (-1 when a signal killed it) and combined output.
 func runWith(t *testing.T, env *AgentEnv, dir string, extra []string, args ...string) (int, string) {
@@ -51,7 +69,7 @@ func runWith(t *testing.T, env *AgentEnv, dir string, extra []string, args ...st
 
 // taskPoint reports whether a failpoint is passed by `agent task` (the
 // others by merge or discard).
-func taskPoint(p string) bool { return strings.HasPrefix(p, "task-") }
+func taskPoint(p string) bool { return strings.HasPrefix(p, "task-") || strings.HasPrefix(p, "sub-") }
 
 // TestCrashPoints: for every failpoint in turn, a task (or its merge or
 // discard) is killed there with SIGKILL; then gc, resume, merge or discard
@@ -60,7 +78,7 @@ func taskPoint(p string) bool { return strings.HasPrefix(p, "task-") }
 // and nothing is left that no command can reach.
 func TestCrashPoints(t *testing.T) {
 	c := RequireEngine(t)
-	script := writeScript(t, faultScript)
+	script, subScript := writeScript(t, faultScript), writeScript(t, subFaultScript)
 	for _, point := range failpoint.Points {
 		t.Run(point, func(t *testing.T) {
 			env := NewAgentEnv(t, c)
@@ -68,6 +86,9 @@ func TestCrashPoints(t *testing.T) {
 			before := Git(t, repo, "rev-parse", "main")
 			kill := []string{failpoint.Env + "=" + point}
 			llm := "script:" + script
+			if strings.HasPrefix(point, "sub-") {
+				llm = "script:" + subScript
+			}
 			var id string
 			switch {
 			case taskPoint(point):
@@ -206,6 +227,9 @@ func assertNothingLeft(t *testing.T, c *client.Client, env *AgentEnv, repo strin
 	}
 	if bs := Git(t, repo, "for-each-ref", "--format=%(refname)", "refs/heads/agent/"); bs != "" {
 		t.Errorf("branches left: %s", bs)
+		for _, tk := range mustList(t, env) {
+			t.Logf("task %s sub-agents: %+v", tk, loadRecord(t, env, tk).SubAgents)
+		}
 	}
 	if ents, _ := os.ReadDir(filepath.Join(repo, ".git", "worktrees")); len(ents) != 0 {
 		t.Errorf("%d worktree admin dir(s) left", len(ents))

@@ -54,7 +54,14 @@ func (r *Repo) ApplyDiff(ctx context.Context, w *Worktree, from, to string) ([]s
 	// git apply refuses paths with .. or through symlinks (no
 	// --unsafe-paths), so the patch cannot write outside the worktree.
 	args := append(r.noFilters(ctx, w.GitDir), "apply", "--whitespace=nowarn")
-	if _, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, args: args, stdin: &patch, inWorkTree: true}); err != nil {
+	raw := patch.Bytes()
+	if _, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, args: args, stdin: bytes.NewReader(raw), inWorkTree: true}); err != nil {
+		// Applied already (a run killed after applying it is recovered):
+		// the reverse patch applies cleanly, so the files hold the change.
+		rev := append(r.noFilters(ctx, w.GitDir), "apply", "--whitespace=nowarn", "--check", "--reverse")
+		if _, rerr := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, args: rev, stdin: bytes.NewReader(raw), inWorkTree: true}); rerr == nil {
+			return paths, nil
+		}
 		return nil, fmt.Errorf("applying the changes: %w", err)
 	}
 	return paths, nil
