@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
@@ -53,6 +54,9 @@ type GCReport struct {
 	// RemovedWorktrees are worktrees of merged or discarded tasks whose
 	// removal had not finished (they held no uncommitted work).
 	RemovedWorktrees []string `json:"removed_worktrees"`
+	// RemovedRecords are empty id reservations of processes that died
+	// before they wrote the task's record (nothing else of it existed).
+	RemovedRecords []string `json:"removed_records,omitempty"`
 	// Recovered are interrupted merges that gc finished or undid.
 	Recovered []string `json:"recovered,omitempty"`
 	// RemovedBranches are branches of merged tasks whose cleanup had not
@@ -76,6 +80,10 @@ func (o *Orchestrator) GC(ctx context.Context) (GCReport, error) {
 		return rep, err
 	}
 	rep.Interrupted = marked
+	// Ids reserved by a process that died before writing the record.
+	if ids, err := o.store.PruneReservations(time.Minute); err == nil {
+		rep.RemovedRecords = ids
+	}
 	ts, err := o.store.List()
 	if err != nil {
 		return rep, err

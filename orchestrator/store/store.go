@@ -494,3 +494,36 @@ func (s *Store) InUse(id string) bool {
 	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	return false
 }
+
+// PruneReservations removes the empty placeholders of ids that NewID
+// reserved for a task whose process died before it saved the record (no
+// live process claims the id and the placeholder is older than minAge). It
+// returns the ids removed.
+func (s *Store) PruneReservations(minAge time.Duration) ([]string, error) {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("listing tasks: %w", err)
+	}
+	var pruned []string
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || !validID(id) {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || fi.Size() != 0 || time.Since(fi.ModTime()) < minAge {
+			continue
+		}
+		release, err := s.Claim(id)
+		if err != nil {
+			continue
+		}
+		if fi, err := os.Lstat(s.path(id)); err == nil && fi.Size() == 0 {
+			if err := s.Delete(id); err == nil {
+				pruned = append(pruned, id)
+			}
+		}
+		release()
+	}
+	return pruned, nil
+}
