@@ -201,6 +201,9 @@ func (o *Orchestrator) keepUnmerged(t *store.Task) {
 func (o *Orchestrator) cleanupMerged(ctx context.Context, repo *worktree.Repo, t *store.Task, merged string, squash bool) string {
 	wt, err := o.taskWorktree(repo, t)
 	if err == nil && wt.Exists() {
+		if o.store.InUse(t.ID) {
+			return fmt.Sprintf("the worktree %s and the branch are kept while an `agent shell %s` is open on it; `agent gc` removes them afterwards", t.Worktree, t.ID)
+		}
 		ch, err := repo.Changes(ctx, wt)
 		if err != nil {
 			return fmt.Sprintf("the worktree %s and the branch are kept: checking it for uncommitted changes failed (%v); `agent gc` finishes the cleanup", t.Worktree, err)
@@ -257,6 +260,9 @@ func (o *Orchestrator) discard(ctx context.Context, t *store.Task) (Outcome, err
 	}
 	if t.State == store.Merged {
 		return Outcome{}, fmt.Errorf("task %s is merged; nothing to discard", t.ID)
+	}
+	if o.store.InUse(t.ID) {
+		return Outcome{}, fmt.Errorf("an `agent shell %s` is open on the task's worktree; exit it, then discard again", t.ID)
 	}
 	if t.SandboxID != "" {
 		if e, err := o.engine(ctx); err == nil {
