@@ -155,6 +155,10 @@ func (o *Orchestrator) GC(ctx context.Context) (GCReport, error) {
 		if !t.State.Final() || o.store.Alive(t.ID) {
 			continue
 		}
+		if o.store.InUse(t.ID) {
+			rep.Kept = append(rep.Kept, fmt.Sprintf("worktree %s (task %s, %s): an `agent shell %s` is open on it (gc removes it after the shell exits)", t.Worktree, t.ID, t.State, t.ID))
+			continue
+		}
 		if _, err := os.Lstat(t.Worktree); err != nil {
 			// The files are gone (removed by hand, as gc advises for a
 			// worktree it keeps); git's record of the worktree goes too.
