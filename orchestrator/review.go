@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/localagent/agent/orchestrator/store"
@@ -159,24 +160,19 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 		}
 	}
 	rv.Warnings = append(rv.Warnings, sensitiveChanges(rv.Stat, repo.ConfigValue(ctx, "core.hooksPath"))...)
-	subs, err := repo.SubBranches(ctx, t.Branch)
-	if err != nil {
+	if rv.SubBranches, err = o.SubBranchesWithWork(ctx, t); err != nil {
 		return nil, err
 	}
-	for b, stip := range subs {
-		n, err := repo.CountCommits(ctx, tip, stip)
-		if err != nil || n == 0 {
-			continue
-		}
-		rv.SubBranches = append(rv.SubBranches, SubBranch{Branch: b, Commits: n})
-	}
-	slices.SortFunc(rv.SubBranches, func(a, b SubBranch) int { return strings.Compare(a.Branch, b.Branch) })
 	for _, sb := range rv.SubBranches {
 		rv.Warnings = append(rv.Warnings, fmt.Sprintf("sub-agent branch %s holds %d commit(s) not in the task's branch: see it with `git log %s`; `agent discard %s` deletes it with the task", sb.Branch, sb.Commits, sb.Branch, t.ID))
 	}
 	rv.Ignored, rv.IgnoredCount = t.Ignored, t.IgnoredCount
 	if t.IgnoredCount > 0 {
-		names := strings.Join(t.Ignored, ", ")
+		quoted := make([]string, len(t.Ignored))
+		for i, n := range t.Ignored {
+			quoted[i] = quoteUnsafe(n)
+		}
+		names := strings.Join(quoted, ", ")
 		if t.IgnoredCount > len(t.Ignored) {
 			names += fmt.Sprintf(", and %d more", t.IgnoredCount-len(t.Ignored))
 		}
@@ -185,7 +181,7 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 	var cut []string
 	for _, c := range t.Commands {
 		if c.CutShort || c.Running {
-			cut = append(cut, c.Command)
+			cut = append(cut, quoteUnsafe(c.Command))
 		}
 	}
 	if len(cut) > 0 {
@@ -287,4 +283,46 @@ func escapes(path, target string) bool {
 		}
 	}
 	return false
+}
+
+// SubBranchesWithWork lists the task's sub-agent branches that hold
+// commits not in the task's branch (what discarding the task also
+// deletes).
+func (o *Orchestrator) SubBranchesWithWork(ctx context.Context, t *store.Task) ([]SubBranch, error) {
+	repo, err := o.openRepo(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	tip, err := repo.BranchTip(ctx, t.Branch)
+	if err != nil {
+		return nil, err
+	}
+	subs, err := repo.SubBranches(ctx, t.Branch)
+	if err != nil {
+		return nil, err
+	}
+	var out []SubBranch
+	for b, stip := range subs {
+		from := tip
+		if from == "" {
+			from = t.BaseCommit
+		}
+		if n, err := repo.CountCommits(ctx, from, stip); err == nil && n > 0 {
+			out = append(out, SubBranch{Branch: b, Commits: n})
+		}
+	}
+	slices.SortFunc(out, func(a, b SubBranch) int { return strings.Compare(a.Branch, b.Branch) })
+	return out, nil
+}
+
+// quoteUnsafe returns s as is when it is printable ASCII without quotes or
+// backslashes, else Go-quoted (the way git quotes an unusual path): names
+// and commands from the sandbox reach the terminal in warnings.
+func quoteUnsafe(s string) string {
+	for _, r := range s {
+		if r < 0x20 || r > 0x7e || r == '"' || r == '\\' {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }

@@ -259,7 +259,14 @@ changes (--yes skips that).`,
 				if err != nil {
 					return err
 				}
-				if commits > 0 || len(uncommitted) > 0 {
+				subs, err := o.SubBranchesWithWork(ctx, t)
+				if err != nil {
+					return err
+				}
+				for _, sb := range subs {
+					fmt.Fprintf(opts.IO.ErrOut, "discarding also deletes sub-agent branch %s (%d commit(s) of its own)\n", sb.Branch, sb.Commits)
+				}
+				if commits > 0 || len(uncommitted) > 0 || len(subs) > 0 {
 					var sure bool
 					if err := runForm(newDiscardConfirm(commits, len(uncommitted), &sure), opts.IO.In, opts.IO.ErrOut); err != nil && !errors.Is(err, ErrCancelled) {
 						return err
