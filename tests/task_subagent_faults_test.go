@@ -170,3 +170,59 @@ func killedParent(t *testing.T, sig syscall.Signal) {
 	mustRun(t, env, repo, "gc")
 	assertNothingLeft(t, c, env, repo)
 }
+
+// subConflictScript: two sub-agents write the same new file differently;
+// the second one's work cannot be applied to the parent's files.
+const subConflictScript = `model: subconflict
+slots: 1
+turns:
+  - tool_calls:
+      - name: spawn_agents
+        arguments:
+          tasks:
+            - {name: alpha, prompt: "Write x.txt saying a."}
+            - {name: beta, prompt: "Write x.txt saying b."}
+  - expect: {last_contains: "saying a"}
+    tool_calls:
+      - {name: write_file, arguments: {path: x.txt, content: "a\n"}}
+  - expect: {last_role: tool}
+    text: "Wrote a."
+  - expect: {last_contains: "saying b"}
+    tool_calls:
+      - {name: write_file, arguments: {path: x.txt, content: "b\n"}}
+  - expect: {last_role: tool}
+    text: "Wrote b."
+  - expect: {last_role: tool}
+    text: "One sub-agent's work conflicted."
+`
+
+// TestConflictingSubAgentInReview: the branch kept for a sub-agent whose
+// work conflicts with another's was not in the review; it is now listed,
+// and holds the work.
+func TestConflictingSubAgentInReview(t *testing.T) {
+	c := RequireEngine(t)
+	env := NewAgentEnv(t, c)
+	repo := NewSampleRepo(t)
+	out := mustRun(t, env, repo, "task", "--llm", "script:"+writeScript(t, subConflictScript), "--approve", "keep", env.LabelFlag(), "Conflict")
+	rec := onlyTask(t, env.StateDir)
+	if got := Git(t, repo, "show", rec.Branch+":x.txt"); got != "a" {
+		t.Fatalf("task branch x.txt = %q", got)
+	}
+	var beta string
+	for _, sa := range rec.SubAgents {
+		if sa.Name == "beta" {
+			beta = sa.Branch
+			if sa.State != store.SubKept {
+				t.Errorf("beta is %s, want kept", sa.State)
+			}
+		}
+	}
+	if beta == "" || Git(t, repo, "show", beta+":x.txt") != "b" {
+		t.Fatalf("beta's branch %q does not hold its work", beta)
+	}
+	if !strings.Contains(out, "sub-agent branch "+beta) {
+		t.Errorf("the review does not list %s:\n%s", beta, out)
+	}
+	mustRun(t, env, repo, "discard", "--yes", rec.ID)
+	assertNothingLeft(t, c, env, repo)
+}
