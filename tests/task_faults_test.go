@@ -67,6 +67,9 @@ func runWith(t *testing.T, env *AgentEnv, dir string, extra []string, args ...st
 	return ee.ExitCode(), string(out)
 }
 
+// workDone are the task failpoints passed after the agent wrote its work.
+var workDone = map[string]bool{"task-before-commit": true, "task-committed": true, "sub-applied": true}
+
 // taskPoint reports whether a failpoint is passed by `agent task` (the
 // others by merge or discard).
 func taskPoint(p string) bool { return strings.HasPrefix(p, "task-") || strings.HasPrefix(p, "sub-") }
@@ -96,9 +99,19 @@ func TestCrashPoints(t *testing.T) {
 				if code != -1 {
 					t.Fatalf("agent task was not killed at %s: exit %d\n%s", point, code, out)
 				}
-				id = onlyTask(t, env.StateDir).ID
+				rec := onlyTask(t, env.StateDir)
+				id = rec.ID
 				if Git(t, repo, "rev-parse", "main") != before {
 					t.Fatal("main moved before any merge")
+				}
+				if workDone[point] {
+					// The agent's work before the kill is in the worktree
+					// or on the branch.
+					b, _ := os.ReadFile(filepath.Join(rec.Worktree, "note.txt"))
+					onBranch, _ := GitErr(repo, "show", rec.Branch+":note.txt")
+					if string(b) != "the agent's work\n" && onBranch != "the agent's work" {
+						t.Fatal("the agent's work is neither in its worktree nor on its branch")
+					}
 				}
 				mustRun(t, env, repo, "gc")
 				if rec := loadRecord(t, env, id); rec.State != store.Interrupted {
@@ -127,6 +140,16 @@ func TestCrashPoints(t *testing.T) {
 					}
 				}
 				mustRun(t, env, repo, "gc")
+				// After gc the user's branch and checkout are before or
+				// after the merge, never between.
+				if st := Git(t, repo, "status", "--porcelain"); st != "" {
+					t.Fatalf("after gc the checkout is between states:\n%s", st)
+				}
+				if main := Git(t, repo, "rev-parse", "main"); main != before {
+					if _, err := GitErr(repo, "cat-file", "-e", "main:note.txt"); err != nil {
+						t.Fatalf("main moved to %s without the task's work", main)
+					}
+				}
 				rec := loadRecord(t, env, id)
 				switch {
 				case strings.HasPrefix(point, "discard-"):
