@@ -283,7 +283,10 @@ func (o *Orchestrator) discard(ctx context.Context, t *store.Task) (Outcome, err
 	}
 	defer unlock()
 	// Journal first: a kill halfway leaves a task still marked to be
-	// discarded, which `agent discard` finishes.
+	// discarded, which `agent discard` finishes. From here on the steps
+	// are short and run to the end: a Ctrl-C must not leave the worktree
+	// gone and the branch still there.
+	ctx = context.WithoutCancel(ctx)
 	t.Decision = string(Discard)
 	if err := o.store.Save(t); err != nil {
 		return Outcome{}, err

@@ -81,158 +81,118 @@ func taskPoint(p string) bool { return strings.HasPrefix(p, "task-") || strings.
 // and nothing is left that no command can reach.
 func TestCrashPoints(t *testing.T) {
 	c := RequireEngine(t)
-	script, subScript := writeScript(t, faultScript), writeScript(t, subFaultScript)
 	for _, point := range failpoint.Points {
-		t.Run(point, func(t *testing.T) {
-			env := NewAgentEnv(t, c)
-			repo := NewSampleRepo(t)
-			before := Git(t, repo, "rev-parse", "main")
-			kill := []string{failpoint.Env + "=" + point}
-			llm := "script:" + script
-			if strings.HasPrefix(point, "sub-") {
-				llm = "script:" + subScript
-			}
-			var id string
-			switch {
-			case taskPoint(point):
-				code, out := runWith(t, env, repo, kill, "task", "--llm", llm, "--approve", "merge", env.LabelFlag(), "Write a note")
-				if code != -1 {
-					t.Fatalf("agent task was not killed at %s: exit %d\n%s", point, code, out)
-				}
-				rec := onlyTask(t, env.StateDir)
-				id = rec.ID
-				if Git(t, repo, "rev-parse", "main") != before {
-					t.Fatal("main moved before any merge")
-				}
-				if workDone[point] {
-					// The agent's work before the kill is in the worktree
-					// or on the branch.
-					b, _ := os.ReadFile(filepath.Join(rec.Worktree, "note.txt"))
-					onBranch, _ := GitErr(repo, "show", rec.Branch+":note.txt")
-					if string(b) != "the agent's work\n" && onBranch != "the agent's work" {
-						t.Fatal("the agent's work is neither in its worktree nor on its branch")
-					}
-				}
-				mustRun(t, env, repo, "gc")
-				if rec := loadRecord(t, env, id); rec.State != store.Interrupted {
-					t.Fatalf("after gc the task is %s, want interrupted", rec.State)
-				}
-				if code, out := runWith(t, env, repo, nil, "resume", "--llm", llm, "--approve", "merge", env.LabelFlag(), id); code != 0 {
-					t.Fatalf("resume after a kill at %s: exit %d\n%s", point, code, out)
-				}
-			default:
-				mustRun(t, env, repo, "task", "--llm", llm, "--approve", "keep", env.LabelFlag(), "Write a note")
-				id = onlyTask(t, env.StateDir).ID
-				verb := []string{"merge", id}
-				if strings.HasPrefix(point, "discard-") {
-					verb = []string{"discard", "--yes", id}
-				}
-				code, out := runWith(t, env, repo, kill, verb...)
-				if code != -1 {
-					t.Fatalf("agent %s was not killed at %s: exit %d\n%s", verb[0], point, code, out)
-				}
-				if !strings.HasPrefix(point, "discard-") {
-					// Between the checkout update and the branch update the
-					// user's branch is still before; whatever the state, the
-					// work is on the task branch.
-					if _, err := GitErr(repo, "cat-file", "-e", loadRecord(t, env, id).Branch+":note.txt"); err != nil && Git(t, repo, "rev-parse", "main") == before {
-						t.Fatal("the agent's work is neither on its branch nor merged")
-					}
-				}
-				mustRun(t, env, repo, "gc")
-				// After gc the user's branch and checkout are before or
-				// after the merge, never between.
-				if st := Git(t, repo, "status", "--porcelain"); st != "" {
-					t.Fatalf("after gc the checkout is between states:\n%s", st)
-				}
-				if main := Git(t, repo, "rev-parse", "main"); main != before {
-					if _, err := GitErr(repo, "cat-file", "-e", "main:note.txt"); err != nil {
-						t.Fatalf("main moved to %s without the task's work", main)
-					}
-				}
-				rec := loadRecord(t, env, id)
-				switch {
-				case strings.HasPrefix(point, "discard-"):
-					mustRun(t, env, repo, "discard", "--yes", id)
-				case rec.State != store.Merged:
-					mustRun(t, env, repo, "merge", id)
-				}
-			}
-			mustRun(t, env, repo, "gc")
-			rec := loadRecord(t, env, id)
-			if strings.HasPrefix(point, "discard-") {
-				if rec.State != store.Discarded {
-					t.Fatalf("task is %s, want discarded", rec.State)
-				}
-				if Git(t, repo, "rev-parse", "main") != before {
-					t.Error("main moved by a discard")
-				}
-			} else {
-				if rec.State != store.Merged {
-					t.Fatalf("task is %s, want merged", rec.State)
-				}
-				if got := Git(t, repo, "show", "main:note.txt"); got != "the agent's work" {
-					t.Errorf("main:note.txt = %q", got)
-				}
-				if b, _ := os.ReadFile(filepath.Join(repo, "note.txt")); string(b) != "the agent's work\n" {
-					t.Errorf("checkout's note.txt = %q", b)
-				}
-			}
-			assertNothingLeft(t, c, env, repo)
-		})
+		t.Run(point, func(t *testing.T) { crashAt(t, c, point, "KILL") })
 	}
 }
 
-// TestSignalAtCrashPoints: SIGTERM and SIGINT at a point inside the task
-// end the process with exit 130 and a record that says interrupted; resume
-// then finishes the task. The same signals during a merge let the merge
-// and its cleanup finish (they are short and never cut halfway): the task
-// is merged, its branch gone, with no false "uncommitted changes" note.
+// TestSignalAtCrashPoints: SIGTERM at every failpoint (and SIGINT at some)
+// ends the process with exit 130 and a recorded state, or lets a short step
+// that is never cut halfway (a merge, a discard, a commit) finish with exit
+// 0; either way the same commands converge to the same end, and a merge
+// never leaves a false "uncommitted changes" note.
 func TestSignalAtCrashPoints(t *testing.T) {
 	c := RequireEngine(t)
-	script := writeScript(t, faultScript)
-	for _, tc := range []struct{ point, sig string }{
-		{"task-sandbox-created", "TERM"},
-		{"task-sandbox-created", "INT"},
-		{"task-record-saved", "TERM"},
-		{"merge-checkout-updated", "INT"},
-		{"merge-before-cleanup", "TERM"},
-	} {
-		t.Run(tc.point+"-"+tc.sig, func(t *testing.T) {
-			env := NewAgentEnv(t, c)
-			repo := NewSampleRepo(t)
-			llm := "script:" + script
-			code, out := runWith(t, env, repo, []string{failpoint.Env + "=" + tc.point, failpoint.SignalEnv + "=" + tc.sig},
-				"task", "--llm", llm, "--approve", "merge", env.LabelFlag(), "Write a note")
-			id := onlyTask(t, env.StateDir).ID
-			if taskPoint(tc.point) {
-				if code != 130 {
-					t.Fatalf("exit %d, want 130\n%s", code, out)
-				}
-				if rec := loadRecord(t, env, id); rec.State != store.Interrupted {
-					t.Fatalf("record says %s, want interrupted", rec.State)
-				}
-				if code, out := runWith(t, env, repo, nil, "resume", "--llm", llm, "--approve", "merge", env.LabelFlag(), id); code != 0 {
-					t.Fatalf("resume: exit %d\n%s", code, out)
-				}
-			} else {
-				if code != 0 && code != 130 {
-					t.Fatalf("exit %d\n%s", code, out)
-				}
-				if strings.Contains(out, "uncommitted changes") {
-					t.Errorf("a false note about uncommitted changes:\n%s", out)
-				}
-				if rec := loadRecord(t, env, id); rec.State != store.Merged {
-					t.Fatalf("record says %s, want merged\n%s", rec.State, out)
-				}
-			}
-			mustRun(t, env, repo, "gc")
-			if got := Git(t, repo, "show", "main:note.txt"); got != "the agent's work" {
-				t.Errorf("main:note.txt = %q", got)
-			}
-			assertNothingLeft(t, c, env, repo)
-		})
+	for _, point := range failpoint.Points {
+		t.Run(point+"-TERM", func(t *testing.T) { crashAt(t, c, point, "TERM") })
 	}
+	for _, point := range []string{"task-sandbox-created", "sub-worktree-added", "merge-checkout-updated"} {
+		t.Run(point+"-INT", func(t *testing.T) { crashAt(t, c, point, "INT") })
+	}
+}
+
+// crashAt runs a task (and its merge or discard) that stops at point with
+// signal sig, then brings it to its end with gc, resume, merge or discard,
+// and checks the invariants.
+func crashAt(t *testing.T, c *client.Client, point, sig string) {
+	env := NewAgentEnv(t, c)
+	repo := NewSampleRepo(t)
+	before := Git(t, repo, "rev-parse", "main")
+	stop := []string{failpoint.Env + "=" + point, failpoint.SignalEnv + "=" + sig}
+	llm := "script:" + writeScript(t, faultScript)
+	if strings.HasPrefix(point, "sub-") {
+		llm = "script:" + writeScript(t, subFaultScript)
+	}
+	discard := strings.HasPrefix(point, "discard-")
+	var code int
+	var out string
+	if taskPoint(point) {
+		code, out = runWith(t, env, repo, stop, "task", "--llm", llm, "--approve", "merge", env.LabelFlag(), "Write a note")
+	} else {
+		mustRun(t, env, repo, "task", "--llm", llm, "--approve", "keep", env.LabelFlag(), "Write a note")
+		verb := []string{"merge", onlyTask(t, env.StateDir).ID}
+		if discard {
+			verb = []string{"discard", "--yes", verb[1]}
+		}
+		code, out = runWith(t, env, repo, stop, verb...)
+	}
+	rec := onlyTask(t, env.StateDir)
+	id := rec.ID
+	switch {
+	case sig == "KILL" && code != -1:
+		t.Fatalf("not killed at %s: exit %d\n%s", point, code, out)
+	case sig != "KILL" && code != 0 && code != 130:
+		t.Fatalf("exit %d after SIG%s at %s, want 0 or 130\n%s", code, sig, point, out)
+	case sig != "KILL" && code == 130 && (rec.State == store.Running || rec.State == store.Created):
+		t.Fatalf("exit 130 but the record still says %s", rec.State)
+	}
+	if strings.Contains(out, "uncommitted changes") {
+		t.Errorf("a false note about uncommitted changes:\n%s", out)
+	}
+	if workDone[point] {
+		// The agent's work before the stop is in the worktree or on the
+		// branch (or already merged).
+		b, _ := os.ReadFile(filepath.Join(rec.Worktree, "note.txt"))
+		onBranch, _ := GitErr(repo, "show", rec.Branch+":note.txt")
+		merged, _ := GitErr(repo, "show", "main:note.txt")
+		if string(b) != "the agent's work\n" && onBranch != "the agent's work" && merged != "the agent's work" {
+			t.Fatal("the agent's work is neither in its worktree, on its branch nor merged")
+		}
+	}
+	mustRun(t, env, repo, "gc")
+	// After gc the user's branch and checkout are before or after the
+	// merge, never between.
+	if st := Git(t, repo, "status", "--porcelain"); st != "" {
+		t.Fatalf("after gc the checkout is between states:\n%s", st)
+	}
+	if main := Git(t, repo, "rev-parse", "main"); main != before {
+		if _, err := GitErr(repo, "cat-file", "-e", "main:note.txt"); err != nil {
+			t.Fatalf("main moved to %s without the task's work", main)
+		}
+	}
+	switch rec = loadRecord(t, env, id); {
+	case rec.State == store.Running || rec.State == store.Created:
+		t.Fatalf("after gc the task is %s, want interrupted", rec.State)
+	case rec.State == store.Interrupted || rec.State == store.Failed:
+		if code, out := runWith(t, env, repo, nil, "resume", "--llm", llm, "--approve", "merge", env.LabelFlag(), id); code != 0 {
+			t.Fatalf("resume after a stop at %s: exit %d\n%s", point, code, out)
+		}
+	case discard && !rec.State.Final():
+		mustRun(t, env, repo, "discard", "--yes", id)
+	case rec.State == store.Review || rec.State == store.Kept:
+		mustRun(t, env, repo, "merge", id)
+	}
+	mustRun(t, env, repo, "gc")
+	rec = loadRecord(t, env, id)
+	if discard {
+		if rec.State != store.Discarded {
+			t.Fatalf("task is %s, want discarded", rec.State)
+		}
+		if Git(t, repo, "rev-parse", "main") != before {
+			t.Error("main moved by a discard")
+		}
+	} else {
+		if rec.State != store.Merged {
+			t.Fatalf("task is %s, want merged", rec.State)
+		}
+		if got := Git(t, repo, "show", "main:note.txt"); got != "the agent's work" {
+			t.Errorf("main:note.txt = %q", got)
+		}
+		if b, _ := os.ReadFile(filepath.Join(repo, "note.txt")); string(b) != "the agent's work\n" {
+			t.Errorf("checkout's note.txt = %q", b)
+		}
+	}
+	assertNothingLeft(t, c, env, repo)
 }
 
 // assertNothingLeft checks that no container of this test, no task
