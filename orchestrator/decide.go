@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -272,6 +273,9 @@ func (o *Orchestrator) discard(ctx context.Context, t *store.Task) (Outcome, err
 	}
 	repo, err := o.openRepo(ctx, t)
 	if err != nil {
+		if _, serr := os.Stat(t.RepoGitDir); errors.Is(serr, fs.ErrNotExist) {
+			return o.discardOrphan(t)
+		}
 		return Outcome{}, err
 	}
 	if at := o.branchInUse(ctx, repo, t); at != "" {
@@ -388,4 +392,32 @@ func (o *Orchestrator) UnmergedWork(ctx context.Context, t *store.Task) (commits
 		uncommitted, _ = repo.Changes(ctx, wt)
 	}
 	return commits, uncommitted, nil
+}
+
+// discardOrphan discards a task whose repository is gone (deleted or
+// moved): its branch went with it, so only the worktree files under the
+// state directory are left to remove. Without this, such a task could
+// never leave the task list.
+func (o *Orchestrator) discardOrphan(t *store.Task) (Outcome, error) {
+	t.Decision = string(Discard)
+	if err := o.store.Save(t); err != nil {
+		return Outcome{}, err
+	}
+	if o.insideStateDir(t.Worktree) {
+		if err := worktree.RemoveFiles(t.Worktree); err != nil {
+			return Outcome{}, err
+		}
+	}
+	for _, sa := range t.SubAgents {
+		if o.insideStateDir(sa.Worktree) {
+			_ = worktree.RemoveFiles(sa.Worktree)
+		}
+	}
+	t.State = store.Discarded
+	t.Finished = time.Now().UTC()
+	if err := o.store.Save(t); err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{Decision: Discard, State: string(t.State),
+		Message: fmt.Sprintf("discarded task %s: its repository %s is gone (with its branch); removed its worktree %s", t.ID, t.Repo, t.Worktree)}, nil
 }

@@ -331,3 +331,27 @@ func mustList(t *testing.T, env *AgentEnv) []string {
 	}
 	return ids
 }
+
+// TestDiscardWithoutRepository: a task whose repository was deleted could
+// not be discarded (opening the repository failed), so it stayed listed
+// with its worktree forever. Discard now removes what is left.
+func TestDiscardWithoutRepository(t *testing.T) {
+	c := RequireEngine(t)
+	env := NewAgentEnv(t, c)
+	repo := NewSampleRepo(t)
+	mustRun(t, env, repo, "task", "--llm", "script:"+writeScript(t, quickScript), "--approve", "keep", env.LabelFlag(), "Other work")
+	rec := onlyTask(t, env.StateDir)
+	if err := os.RemoveAll(repo); err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, env, env.StateDir, "discard", "--yes", rec.ID)
+	if !strings.Contains(out, "is gone") {
+		t.Errorf("discard: %s", out)
+	}
+	if got := loadRecord(t, env, rec.ID); got.State != store.Discarded {
+		t.Errorf("task %s", got.State)
+	}
+	if _, err := os.Stat(rec.Worktree); err == nil {
+		t.Error("the worktree is left")
+	}
+}

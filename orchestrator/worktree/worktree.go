@@ -311,3 +311,12 @@ func (r *Repo) IgnoredFiles(ctx context.Context, w *Worktree) ([]string, error) 
 	}
 	return lines(string(out), 0), nil
 }
+
+// RemoveFiles deletes a task worktree's directory whose repository is
+// gone (no admin directory to remove), never following symlinks.
+func RemoveFiles(path string) error {
+	if err := removeAll(path); err != nil {
+		return fmt.Errorf("removing worktree %s: %w", path, err)
+	}
+	return nil
+}

@@ -256,17 +256,16 @@ changes (--yes skips that).`,
 			}
 			if !opts.Yes && opts.IO.CanPrompt() && !t.State.Final() {
 				commits, uncommitted, err := o.UnmergedWork(ctx, t)
-				if err != nil {
-					return err
+				unknown := err != nil
+				if unknown {
+					// Its repository may be gone: say so, and still ask.
+					fmt.Fprintf(opts.IO.ErrOut, "cannot tell what discarding task %s would lose: %s\n", t.ID, termSafe(err.Error()))
 				}
-				subs, err := o.SubBranchesWithWork(ctx, t)
-				if err != nil {
-					return err
-				}
+				subs, _ := o.SubBranchesWithWork(ctx, t)
 				for _, sb := range subs {
 					fmt.Fprintf(opts.IO.ErrOut, "discarding also deletes sub-agent branch %s (%d commit(s) of its own)\n", sb.Branch, sb.Commits)
 				}
-				if commits > 0 || len(uncommitted) > 0 || len(subs) > 0 {
+				if unknown || commits > 0 || len(uncommitted) > 0 || len(subs) > 0 {
 					var sure bool
 					if err := runForm(newDiscardConfirm(commits, len(uncommitted), &sure), opts.IO.In, opts.IO.ErrOut); err != nil && !errors.Is(err, ErrCancelled) {
 						return err
