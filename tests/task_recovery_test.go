@@ -355,3 +355,31 @@ func TestDiscardWithoutRepository(t *testing.T) {
 		t.Error("the worktree is left")
 	}
 }
+
+// TestDeletedStateDirLeavesNoLockedWorktrees: deleting the state
+// directory left the repository with locked worktree records that `git
+// worktree prune` skips. The next task in the repository removes them
+// (the branch stays: it may hold work).
+func TestDeletedStateDirLeavesNoLockedWorktrees(t *testing.T) {
+	c := RequireEngine(t)
+	env := NewAgentEnv(t, c)
+	repo := NewSampleRepo(t)
+	mustRun(t, env, repo, "task", "--llm", "script:"+writeScript(t, quickScript), "--approve", "keep", env.LabelFlag(), "Other work")
+	lost := onlyTask(t, env.StateDir)
+	if err := os.RemoveAll(env.StateDir); err != nil {
+		t.Fatal(err)
+	}
+	Git(t, repo, "worktree", "prune")
+	if !strings.Contains(Git(t, repo, "worktree", "list"), lost.Worktree) {
+		t.Fatal("git prune removed the locked worktree record: the test shows nothing")
+	}
+	mustRun(t, env, repo, "task", "--llm", "script:"+writeScript(t, quickScript), "--approve", "discard", env.LabelFlag(), "More work")
+	if wl := Git(t, repo, "worktree", "list"); strings.Contains(wl, lost.Worktree) {
+		t.Errorf("the lost worktree is still recorded:\n%s", wl)
+	}
+	if tip, _ := GitErr(repo, "rev-parse", "--verify", "-q", lost.Branch); tip == "" {
+		t.Error("the lost task's branch was deleted")
+	}
+	Git(t, repo, "branch", "-D", lost.Branch)
+	assertNothingLeft(t, c, env, repo)
+}
