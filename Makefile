@@ -6,7 +6,7 @@ LDFLAGS   := -s -w -X github.com/localagent/agent/cmd/agent/cli.Version=$(VERSIO
 GOTEST    ?= $(GO) test
 TESTFLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: all deps build images test test-short test-env bench lint demo demo-python clean
+.PHONY: all deps build images test test-short test-env test-soak bench lint demo demo-python clean
 
 all: build
 
@@ -34,6 +34,11 @@ test: images
 # golang-go) from the configured mirror: a few minutes on a cold machine.
 test-env: images
 	AGENT_ENV_TESTS=1 $(GOTEST) $(TESTFLAGS) -run 'TestEnv' ./tests/
+
+# The soak: 50 short tasks in a row (merge, keep then merge, discard) must
+# leave nothing behind and not grow (about two minutes).
+test-soak: images
+	AGENT_SOAK=1 $(GOTEST) $(TESTFLAGS) -run 'TestSoak' -v ./tests/
 
 # Unit tests only: no Docker engine needed.
 test-short:

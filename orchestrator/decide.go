@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/localagent/agent/orchestrator/failpoint"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
 )
@@ -115,9 +118,37 @@ func (o *Orchestrator) merge(ctx context.Context, t *store.Task, squash bool) (O
 		return Outcome{}, err
 	}
 	defer unlock()
-	msg := mergeMessage(ctx, t, squash, repo)
-	res, err := repo.Merge(ctx, worktree.MergeOptions{Branch: t.Branch, Into: t.BaseBranch, Squash: squash, Message: msg})
+	// A merge of this task that was interrupted is finished or undone
+	// first: the user's checkout and branch are never left between.
+	finished, note, err := o.finishPendingMerge(ctx, repo, t)
 	if err != nil {
+		return Outcome{}, err
+	}
+	if finished {
+		out := Outcome{Decision: Decision(t.Decision), State: string(t.State), Commit: t.MergeCommit, Message: note}
+		if n := o.cleanupMerged(context.WithoutCancel(ctx), repo, t, t.MergeCommit, t.Decision == string(Squash)); n != "" {
+			out.Message += "; " + n
+		}
+		return out, nil
+	}
+	msg := mergeMessage(ctx, t, squash, repo)
+	res, err := repo.Merge(ctx, worktree.MergeOptions{Branch: t.Branch, Into: t.BaseBranch, Squash: squash, Message: msg,
+		Journal: func(p worktree.MergePlan) error {
+			if err := o.journalMerge(t, squash, p); err != nil {
+				return err
+			}
+			failpoint.Hit("merge-before-checkout")
+			return nil
+		},
+		AfterCheckout: func() { failpoint.Hit("merge-checkout-updated") },
+	})
+	if err != nil {
+		if t.Pending != nil {
+			// Settle whatever the failed merge left (normally nothing).
+			if _, _, rerr := o.finishPendingMerge(context.WithoutCancel(ctx), repo, t); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		}
 		// Nothing changed: the branch and worktree stay for review.
 		o.keepUnmerged(t)
 		var ce *worktree.ConflictError
@@ -126,17 +157,21 @@ func (o *Orchestrator) merge(ctx context.Context, t *store.Task, squash bool) (O
 		}
 		return Outcome{}, fmt.Errorf("merging task %s: %w (the branch %s is kept)", t.ID, err, t.Branch)
 	}
-	t.State, t.Decision, t.MergeCommit = store.Merged, string(d), res.Commit
+	failpoint.Hit("merge-ref-updated")
+	t.State, t.Decision, t.MergeCommit, t.MergedTip, t.Pending = store.Merged, string(d), res.Commit, res.BranchTip, nil
 	t.Finished = time.Now().UTC()
 	if err := o.store.Save(t); err != nil {
 		return Outcome{}, err
+	}
+	if note != "" {
+		note += "; "
 	}
 	out := Outcome{Decision: d, State: string(t.State), Commit: res.Commit, Checkout: res.Checkout}
 	verb := "merged"
 	if squash {
 		verb = "squash-merged"
 	}
-	out.Message = fmt.Sprintf("%s %s into %s (%s)", verb, t.Branch, t.BaseBranch, short(res.Commit))
+	out.Message = note + fmt.Sprintf("%s %s into %s (%s)", verb, t.Branch, t.BaseBranch, short(res.Commit))
 	if res.UpToDate {
 		out.Message = fmt.Sprintf("%s was already part of %s", t.Branch, t.BaseBranch)
 	}
@@ -144,8 +179,10 @@ func (o *Orchestrator) merge(ctx context.Context, t *store.Task, squash bool) (O
 		out.Message += "; your checkout " + res.Checkout + " was updated"
 	}
 	// The branch is merged: its worktree and branch can go, unless the
-	// worktree holds uncommitted work.
-	if note := o.cleanupMerged(ctx, repo, t, res.Commit, squash); note != "" {
+	// worktree holds uncommitted work. A Ctrl-C now must not leave them
+	// half-removed with a false note.
+	failpoint.Hit("merge-before-cleanup")
+	if note := o.cleanupMerged(context.WithoutCancel(ctx), repo, t, res.Commit, squash); note != "" {
 		out.Message += "; " + note
 	}
 	return out, nil
@@ -165,8 +202,14 @@ func (o *Orchestrator) keepUnmerged(t *store.Task) {
 func (o *Orchestrator) cleanupMerged(ctx context.Context, repo *worktree.Repo, t *store.Task, merged string, squash bool) string {
 	wt, err := o.taskWorktree(repo, t)
 	if err == nil && wt.Exists() {
+		if o.store.InUse(t.ID) {
+			return fmt.Sprintf("the worktree %s and the branch are kept while an `agent shell %s` is open on it; `agent gc` removes them afterwards", t.Worktree, t.ID)
+		}
 		ch, err := repo.Changes(ctx, wt)
-		if err != nil || len(ch) > 0 {
+		if err != nil {
+			return fmt.Sprintf("the worktree %s and the branch are kept: checking it for uncommitted changes failed (%v); `agent gc` finishes the cleanup", t.Worktree, err)
+		}
+		if len(ch) > 0 {
 			return fmt.Sprintf("the worktree %s has uncommitted changes, so it and the branch are kept", t.Worktree)
 		}
 		if err := repo.Remove(ctx, wt); err != nil {
@@ -219,6 +262,9 @@ func (o *Orchestrator) discard(ctx context.Context, t *store.Task) (Outcome, err
 	if t.State == store.Merged {
 		return Outcome{}, fmt.Errorf("task %s is merged; nothing to discard", t.ID)
 	}
+	if o.store.InUse(t.ID) {
+		return Outcome{}, fmt.Errorf("an `agent shell %s` is open on the task's worktree; exit it, then discard again", t.ID)
+	}
 	if t.SandboxID != "" {
 		if e, err := o.engine(ctx); err == nil {
 			_ = e.Remove(ctx, t.SandboxID)
@@ -227,6 +273,9 @@ func (o *Orchestrator) discard(ctx context.Context, t *store.Task) (Outcome, err
 	}
 	repo, err := o.openRepo(ctx, t)
 	if err != nil {
+		if _, serr := os.Stat(t.RepoGitDir); errors.Is(serr, fs.ErrNotExist) {
+			return o.discardOrphan(t)
+		}
 		return Outcome{}, err
 	}
 	if at := o.branchInUse(ctx, repo, t); at != "" {
@@ -237,15 +286,40 @@ func (o *Orchestrator) discard(ctx context.Context, t *store.Task) (Outcome, err
 		return Outcome{}, err
 	}
 	defer unlock()
-	if wt, err := o.taskWorktree(repo, t); err == nil {
+	// Journal first: a kill halfway leaves a task still marked to be
+	// discarded, which `agent discard` finishes. From here on the steps
+	// are short and run to the end: a Ctrl-C must not leave the worktree
+	// gone and the branch still there.
+	ctx = context.WithoutCancel(ctx)
+	t.Decision = string(Discard)
+	if err := o.store.Save(t); err != nil {
+		return Outcome{}, err
+	}
+	var wt *worktree.Worktree
+	if t.WorktreeGit == "" {
+		// Its creation was interrupted before the admin directory was
+		// recorded.
+		if wt, err = repo.FindWorktree(t.Worktree, t.Branch); err != nil {
+			return Outcome{}, err
+		}
+	} else if wt, err = o.taskWorktree(repo, t); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			// Only a worktree whose admin directory is already gone may be
+			// skipped; one that is not this repository's must stop the discard.
+			return Outcome{}, err
+		}
+		wt = nil
+	}
+	if wt != nil {
 		if err := repo.Remove(ctx, wt); err != nil {
 			return Outcome{}, err
 		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		// Only a worktree whose admin directory is already gone may be
-		// skipped; one that is not this repository's must stop the discard.
-		return Outcome{}, err
+	} else if o.insideStateDir(t.Worktree) {
+		if err := repo.RemoveStale(ctx, t.Worktree, "", ""); err != nil {
+			return Outcome{}, err
+		}
 	}
+	failpoint.Hit("discard-worktree-removed")
 	tip, err := repo.BranchTip(ctx, t.Branch)
 	if err != nil {
 		return Outcome{}, err
@@ -255,6 +329,28 @@ func (o *Orchestrator) discard(ctx context.Context, t *store.Task) (Outcome, err
 			return Outcome{}, err
 		}
 	}
+	// Sub-agents' branches (work kept because it could not be applied,
+	// or of a run that was killed) go with the task; their worktrees too.
+	var subsGone []string
+	for _, sa := range t.SubAgents {
+		if o.insideStateDir(sa.Worktree) {
+			if w, _ := repo.FindWorktree(sa.Worktree, sa.Branch); w != nil {
+				_ = repo.Remove(ctx, w)
+			}
+			_ = repo.RemoveStale(ctx, sa.Worktree, "", "")
+		}
+	}
+	subs, err := repo.SubBranches(ctx, t.Branch)
+	if err != nil {
+		return Outcome{}, err
+	}
+	for b, stip := range subs {
+		if err := repo.DeleteBranch(ctx, b, stip); err != nil {
+			return Outcome{}, err
+		}
+		subsGone = append(subsGone, b+" (last commit "+short(stip)+")")
+	}
+	slices.Sort(subsGone)
 	t.State, t.Decision = store.Discarded, string(Discard)
 	t.Finished = time.Now().UTC()
 	if err := o.store.Save(t); err != nil {
@@ -263,6 +359,9 @@ func (o *Orchestrator) discard(ctx context.Context, t *store.Task) (Outcome, err
 	msg := fmt.Sprintf("discarded task %s: worktree and branch %s removed", t.ID, t.Branch)
 	if tip != "" {
 		msg += " (its last commit was " + short(tip) + ")"
+	}
+	if len(subsGone) > 0 {
+		msg += "; sub-agent branches deleted: " + strings.Join(subsGone, ", ")
 	}
 	return Outcome{Decision: Discard, State: string(t.State), Message: msg}, nil
 }
@@ -293,4 +392,32 @@ func (o *Orchestrator) UnmergedWork(ctx context.Context, t *store.Task) (commits
 		uncommitted, _ = repo.Changes(ctx, wt)
 	}
 	return commits, uncommitted, nil
+}
+
+// discardOrphan discards a task whose repository is gone (deleted or
+// moved): its branch went with it, so only the worktree files under the
+// state directory are left to remove. Without this, such a task could
+// never leave the task list.
+func (o *Orchestrator) discardOrphan(t *store.Task) (Outcome, error) {
+	t.Decision = string(Discard)
+	if err := o.store.Save(t); err != nil {
+		return Outcome{}, err
+	}
+	if o.insideStateDir(t.Worktree) {
+		if err := worktree.RemoveFiles(t.Worktree); err != nil {
+			return Outcome{}, err
+		}
+	}
+	for _, sa := range t.SubAgents {
+		if o.insideStateDir(sa.Worktree) {
+			_ = worktree.RemoveFiles(sa.Worktree)
+		}
+	}
+	t.State = store.Discarded
+	t.Finished = time.Now().UTC()
+	if err := o.store.Save(t); err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{Decision: Discard, State: string(t.State),
+		Message: fmt.Sprintf("discarded task %s: its repository %s is gone (with its branch); removed its worktree %s", t.ID, t.Repo, t.Worktree)}, nil
 }

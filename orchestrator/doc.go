@@ -7,8 +7,13 @@
 // A task goes: lock the repository -> branch + worktree -> sandbox with the
 // worktree at /workspace -> agent loop (every tool call through the sandbox)
 // -> commit on the task branch -> review -> merge, squash, keep or discard.
-// The task record is saved atomically at every step, so a killed process
-// leaves a task that `resume` continues and `gc` recognises as interrupted.
+// The task record is saved atomically at every step and is the task's
+// journal: each step that changes state on disk (branch and worktree, a
+// sub-agent, a command, a merge's plan) is recorded before it starts, and
+// each is idempotent or undone on recovery (journal.go), so a process killed
+// anywhere leaves a task that `resume`, `merge` or `gc` bring to a
+// consistent state. Named failpoints (orchestrator/failpoint) let tests kill
+// the process at each of those steps.
 //
 // It must never write to the terminal (it emits events), never run host git
 // except through orchestrator/worktree, never open files in a worktree on the

@@ -61,7 +61,8 @@ func (o *Orchestrator) openLLM(ctx context.Context, spec, model string) (*endpoi
 	default:
 		ep.url = spec
 	}
-	c, err := llm.NewHTTP(llm.Options{BaseURL: ep.url, APIKey: o.opts.APIKey, Model: model})
+	c, err := llm.NewHTTP(llm.Options{BaseURL: ep.url, APIKey: o.opts.APIKey, Model: model,
+		IdleTimeout: o.opts.LLMStallTimeout, MaxReplyTime: o.opts.LLMReplyTimeout})
 	if err != nil {
 		ep.close()
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	"github.com/localagent/agent/agent/event"
 	"github.com/localagent/agent/agent/llm"
 	"github.com/localagent/agent/agent/session"
+	"github.com/localagent/agent/orchestrator/failpoint"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"
@@ -57,20 +58,29 @@ func (o *Orchestrator) preflightSandbox(ctx context.Context, image string) error
 // worktree, and can be resumed.
 func (r *Run) Execute(ctx context.Context) error {
 	o, t := r.o, r.Task
-	save := func() {
-		if err := o.store.Save(t); err != nil {
-			o.emit(t, event.Error, "saving the task record: "+err.Error())
-		}
-	}
+	save := r.save
 	t.State = store.Running
 	if t.Started.IsZero() || !r.resume {
 		t.Started = time.Now().UTC()
 	}
 	save()
 
-	rec, closeLog := r.recorder(save)
+	rec, closeLog := r.recorder()
 	defer closeLog()
 	sink := event.Tee(o.opts.Sink, rec)
+
+	if r.resume {
+		// What a killed run left: its sandboxes (also one created just
+		// before the kill, not yet recorded) and its sub-agents' work.
+		if err := o.removeStaleSandboxes(ctx, t); err != nil {
+			return r.stop(ctx, err)
+		}
+		t.SandboxID = ""
+		if err := r.recoverSubAgents(ctx, sink); err != nil {
+			return r.stop(ctx, err)
+		}
+		r.markCutShort()
+	}
 
 	closeEgress, err := r.startEgress(ctx, sink)
 	if err != nil {
@@ -113,11 +123,13 @@ func (r *Run) Execute(ctx context.Context) error {
 		return r.stop(ctx, runErr)
 	}
 
+	failpoint.Hit("task-before-commit")
 	cstart := time.Now()
 	derr, err := r.commit(ctx, sb, res)
 	if err != nil {
 		return r.stop(ctx, err)
 	}
+	failpoint.Hit("task-committed")
 	t.Timings.Commit = time.Since(cstart).Milliseconds()
 	if bound != nil || derr != nil {
 		return r.stop(ctx, r.diskStop(bound, derr))
@@ -132,10 +144,17 @@ func (r *Run) Execute(ctx context.Context) error {
 func (r *Run) stop(ctx context.Context, err error) error {
 	t := r.Task
 	t.Finished = time.Now().UTC()
+	r.markCutShort()
 	if ctx.Err() != nil {
 		t.State = store.Interrupted
 		t.Error = "interrupted"
 		err = fmt.Errorf("%w: resume it with `agent resume %s`", ErrInterrupted, t.ID)
+	} else if llm.IsRetriable(err) {
+		// The model server stalled or went away: nothing is wrong with
+		// the task, and the same request may work later.
+		t.State = store.Interrupted
+		t.Error = err.Error()
+		err = fmt.Errorf("%w: %v; resume it with `agent resume %s` when the model server answers again", ErrInterrupted, err, t.ID)
 	} else {
 		t.State = store.Failed
 		t.Error = err.Error()
@@ -158,6 +177,12 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 	if t.SandboxID != "" {
 		_ = e.Remove(ctx, t.SandboxID)
 		t.SandboxID = ""
+	}
+	if t.Populated && t.WorktreeGit != "" {
+		// A kill during the checkout or a commit leaves git's index lock.
+		if err := worktree.ClearStaleLock(t.WorktreeGit); err != nil {
+			return nil, err
+		}
 	}
 	spec := o.sandboxSpec(t, "agent-task-"+t.ID)
 	spec.EgressDir = r.egressDir
@@ -185,8 +210,12 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 			popErr = o.populate(ctx, t, u)
 		}()
 	}
+	spec.Labels = withLabel(spec.Labels, sandbox.LabelUse, useTask)
 	sb, err := e.Create(ctx, spec)
 	wg.Wait()
+	if err == nil {
+		failpoint.Hit("task-sandbox-created")
+	}
 	if err == nil && popErr != nil {
 		_ = sb.Remove(context.WithoutCancel(ctx))
 	}
@@ -299,6 +328,13 @@ func (r *Run) newAgent(sb *sandbox.Sandbox, sink event.Sink) (*agent.Agent, stri
 	}
 	resume := false
 	prompt := t.Prompt
+	if fi, err := os.Lstat(t.Session); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
+		// A kill right after the transcript was created: it holds nothing,
+		// and a new one is written in its place.
+		if err := os.Remove(t.Session); err != nil {
+			return nil, "", err
+		}
+	}
 	if r.followUp != "" {
 		// The whole earlier conversation, then the new message.
 		prompt = r.followUp
@@ -361,11 +397,33 @@ func (r *Run) commit(ctx context.Context, sb *sandbox.Sandbox, res agent.Result)
 		return nil, err
 	}
 	defer unlock()
+	if err := worktree.ClearStaleLock(wt.GitDir); err != nil {
+		return nil, err
+	}
 	msg := CommitMessage(t, res.Text)
 	if r.followUp != "" {
 		msg = FollowUpCommitMessage(t, r.followUp, res.Text)
 	}
-	id, derr, err := o.commitBounded(ctx, repo, wt, []*sandbox.Sandbox{sb}, msg)
+	var (
+		id   string
+		derr *DiskError
+	)
+	// One freeze covers the commit and the scan for ignored files: both
+	// are host git on the worktree (commitBounded's own freeze nests).
+	err = o.whileFrozen(ctx, wt.Path, []*sandbox.Sandbox{sb}, func() (err error) {
+		if id, derr, err = o.commitBounded(ctx, repo, wt, []*sandbox.Sandbox{sb}, msg); err != nil {
+			return err
+		}
+		// Files .gitignore keeps out of the commit are named in the review:
+		// they go with the worktree.
+		if ign, err := repo.IgnoredFiles(ctx, wt); err == nil {
+			r.mu.Lock()
+			t.IgnoredCount = len(ign)
+			t.Ignored = ign[:min(len(ign), store.MaxIgnored)]
+			r.mu.Unlock()
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -418,9 +476,10 @@ func cutRunes(s string, n int) string {
 
 // recorder keeps the task record in step with the agent's events (commands
 // run, tokens) and appends every event to the task's event log.
-func (r *Run) recorder(save func()) (event.Sink, func()) {
+func (r *Run) recorder() (event.Sink, func()) {
 	t := r.Task
-	var mu sync.Mutex
+	mu := &r.mu
+	save := r.saveLocked
 	var logf *os.File
 	if err := os.MkdirAll(filepath.Dir(t.Events), 0o700); err == nil {
 		logf, _ = os.OpenFile(t.Events, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
@@ -457,16 +516,30 @@ func (r *Run) recorder(save func()) (event.Sink, func()) {
 					a.Command = "[" + e.Agent + "] " + a.Command
 				}
 				pending[e.Agent+"\x00"+e.CallID] = a.Command
+				// Recorded as running before it runs: a kill now leaves
+				// it in the record, marked cut short on resume.
+				if len(t.Commands) < store.MaxCommands {
+					t.Commands = append(t.Commands, store.Command{Command: a.Command, Running: true})
+					save()
+				}
 			}
 		case event.ToolFinished:
 			key := e.Agent + "\x00" + e.CallID
 			if cmd, ok := pending[key]; ok {
 				delete(pending, key)
-				if len(t.Commands) < store.MaxCommands {
-					t.Commands = append(t.Commands, store.Command{
-						Command: cmd, ExitCode: e.ExitCode, TimedOut: e.TimedOut, OOMKilled: e.OOMKill,
-						DurationMS: e.Duration.Milliseconds(), Missing: missingProgram(e),
-					})
+				done := store.Command{
+					Command: cmd, ExitCode: e.ExitCode, TimedOut: e.TimedOut, OOMKilled: e.OOMKill,
+					DurationMS: e.Duration.Milliseconds(), Missing: missingProgram(e),
+				}
+				replaced := false
+				for i := len(t.Commands) - 1; i >= 0; i-- {
+					if t.Commands[i].Running && t.Commands[i].Command == cmd {
+						t.Commands[i], replaced = done, true
+						break
+					}
+				}
+				if !replaced && len(t.Commands) < store.MaxCommands {
+					t.Commands = append(t.Commands, done)
 				}
 				save()
 			}

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/localagent/agent/orchestrator/store"
+	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"
 )
 
@@ -51,7 +54,16 @@ type GCReport struct {
 	// RemovedWorktrees are worktrees of merged or discarded tasks whose
 	// removal had not finished (they held no uncommitted work).
 	RemovedWorktrees []string `json:"removed_worktrees"`
-	// Kept lists what gc deliberately left alone, with why.
+	// RemovedRecords are empty id reservations of processes that died
+	// before they wrote the task's record (nothing else of it existed).
+	RemovedRecords []string `json:"removed_records,omitempty"`
+	// Recovered are interrupted merges that gc finished or undid.
+	Recovered []string `json:"recovered,omitempty"`
+	// RemovedBranches are branches of merged tasks whose cleanup had not
+	// finished (they point where the merge took them from).
+	RemovedBranches []string `json:"removed_branches,omitempty"`
+	// Kept lists what gc deliberately left alone, with why and the command
+	// that removes it.
 	Kept []string `json:"kept"`
 }
 
@@ -68,6 +80,10 @@ func (o *Orchestrator) GC(ctx context.Context) (GCReport, error) {
 		return rep, err
 	}
 	rep.Interrupted = marked
+	// Ids reserved by a process that died before writing the record.
+	if ids, err := o.store.PruneReservations(time.Minute); err == nil {
+		rep.RemovedRecords = ids
+	}
 	ts, err := o.store.List()
 	if err != nil {
 		return rep, err
@@ -92,7 +108,11 @@ func (o *Orchestrator) GC(ctx context.Context) (GCReport, error) {
 		}
 		id := sb.Labels[sandbox.LabelTask]
 		if t, ok := byID[id]; ok && o.store.Alive(t.ID) {
-			rep.Kept = append(rep.Kept, fmt.Sprintf("container %s: task %s is running", short(sb.ID), id))
+			rep.Kept = append(rep.Kept, fmt.Sprintf("container %s: task %s is running in process %d (stop it there with Ctrl-C, or `kill %d`)", short(sb.ID), id, t.PID, t.PID))
+			continue
+		}
+		if o.store.InUse(id) {
+			rep.Kept = append(rep.Kept, fmt.Sprintf("container %s: an `agent shell %s` is open on it (it goes when the shell exits)", short(sb.ID), id))
 			continue
 		}
 		if err := e.Remove(ctx, sb.ID); err != nil {
@@ -105,13 +125,52 @@ func (o *Orchestrator) GC(ctx context.Context) (GCReport, error) {
 		}
 	}
 
+	// Interrupted merges are finished or undone; merged tasks whose
+	// branch removal was cut short lose the branch.
+	for _, t := range ts {
+		if o.store.Alive(t.ID) {
+			continue
+		}
+		if note, err := o.settle(ctx, t); err != nil {
+			rep.Kept = append(rep.Kept, fmt.Sprintf("task %s: %v", t.ID, err))
+		} else if note != "" {
+			rep.Recovered = append(rep.Recovered, "task "+t.ID+": "+note)
+		}
+		if b := o.dropMergedBranch(ctx, t); b != "" {
+			rep.RemovedBranches = append(rep.RemovedBranches, b)
+		}
+	}
+
 	known := map[string]bool{}
 	for _, t := range ts {
 		known[filepath.Clean(t.Worktree)] = true
+		for _, sa := range t.SubAgents {
+			known[filepath.Clean(sa.Worktree)] = true
+			if sa.State == store.SubRunning {
+				if _, err := os.Lstat(sa.Worktree); err == nil {
+					rep.Kept = append(rep.Kept, fmt.Sprintf("worktree %s: sub-agent %s of task %s was interrupted; `agent resume %s` commits its work, `agent discard %s` deletes it", sa.Worktree, sa.Name, t.ID, t.ID, t.ID))
+				}
+			}
+		}
 		if !t.State.Final() || o.store.Alive(t.ID) {
 			continue
 		}
+		if o.store.InUse(t.ID) {
+			rep.Kept = append(rep.Kept, fmt.Sprintf("worktree %s (task %s, %s): an `agent shell %s` is open on it (gc removes it after the shell exits)", t.Worktree, t.ID, t.State, t.ID))
+			continue
+		}
 		if _, err := os.Lstat(t.Worktree); err != nil {
+			// The files are gone (removed by hand, as gc advises for a
+			// worktree it keeps); git's record of the worktree goes too.
+			if t.WorktreeGit != "" {
+				if _, err := os.Stat(t.WorktreeGit); err == nil {
+					if repo, err := o.openRepo(ctx, t); err == nil {
+						if wt, err := o.taskWorktree(repo, t); err == nil && repo.Remove(ctx, wt) == nil {
+							rep.RemovedWorktrees = append(rep.RemovedWorktrees, t.Worktree)
+						}
+					}
+				}
+			}
 			continue
 		}
 		repo, err := o.openRepo(ctx, t)
@@ -125,7 +184,7 @@ func (o *Orchestrator) GC(ctx context.Context) (GCReport, error) {
 			continue
 		}
 		if ch, err := repo.Changes(ctx, wt); err != nil || len(ch) > 0 {
-			rep.Kept = append(rep.Kept, fmt.Sprintf("worktree %s (task %s, %s): it has uncommitted changes", t.Worktree, t.ID, t.State))
+			rep.Kept = append(rep.Kept, fmt.Sprintf("worktree %s (task %s, %s): it has uncommitted changes (copy what you need out of it, then remove it: rm -rf %s)", t.Worktree, t.ID, t.State, shellQuote(t.Worktree)))
 			continue
 		}
 		if err := repo.Remove(ctx, wt); err != nil {
@@ -138,8 +197,103 @@ func (o *Orchestrator) GC(ctx context.Context) (GCReport, error) {
 	for _, e := range ents {
 		p := filepath.Join(o.opts.StateDir, "worktrees", e.Name())
 		if !known[p] {
-			rep.Kept = append(rep.Kept, fmt.Sprintf("worktree %s has no task record; left alone (remove it with git worktree remove if it is not needed)", p))
+			rep.Kept = append(rep.Kept, fmt.Sprintf("worktree %s has no task record; left alone (look at it, then remove it: %s)", p, o.orphanRemoval(ts, p)))
 		}
 	}
 	return rep, nil
+}
+
+// settle finishes a merge of t that was interrupted (see
+// finishPendingMerge), under the task's claim and the repository lock.
+func (o *Orchestrator) settle(ctx context.Context, t *store.Task) (string, error) {
+	if t.Pending == nil || t.Pending.Op != store.PendingMerge {
+		return "", nil
+	}
+	release, err := o.store.Claim(t.ID)
+	if err != nil {
+		return "", nil //nolint:nilerr // alive again: its own process settles it
+	}
+	defer release()
+	cur, err := o.store.Load(t.ID)
+	if err != nil || cur.Pending == nil {
+		return "", err
+	}
+	repo, err := o.openRepo(ctx, cur)
+	if err != nil {
+		return "", err
+	}
+	unlock, err := repo.Lock(ctx, o.lockDir())
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	finished, note, err := o.finishPendingMerge(ctx, repo, cur)
+	if err != nil {
+		return "", err
+	}
+	if finished {
+		if n := o.cleanupMerged(context.WithoutCancel(ctx), repo, cur, cur.MergeCommit, cur.Decision == string(Squash)); n != "" {
+			note += "; " + n
+		}
+	} else if note == "" {
+		note = "an interrupted merge had changed nothing; `agent merge " + cur.ID + "` merges it"
+	}
+	*t = *cur
+	return note, nil
+}
+
+// dropMergedBranch deletes the branch of a merged task when it still
+// points where the merge took it from and its worktree is gone (a merge
+// stopped during its cleanup). It returns the branch deleted, or "".
+func (o *Orchestrator) dropMergedBranch(ctx context.Context, t *store.Task) string {
+	if t.State != store.Merged || t.MergedTip == "" {
+		return ""
+	}
+	if _, err := os.Lstat(t.Worktree); err == nil {
+		return ""
+	}
+	repo, err := o.openRepo(ctx, t)
+	if err != nil {
+		return ""
+	}
+	unlock, err := repo.Lock(ctx, o.lockDir())
+	if err != nil {
+		return ""
+	}
+	defer unlock()
+	if tip, err := repo.BranchTip(ctx, t.Branch); err != nil || tip != t.MergedTip {
+		return ""
+	}
+	if err := repo.DeleteBranch(ctx, t.Branch, t.MergedTip); err != nil {
+		return ""
+	}
+	return t.Branch
+}
+
+// orphanRemoval is a command that removes a task worktree without a
+// record: git refuses `git worktree remove` on it (it is locked and has no
+// .git pointer), so the admin directory is unlocked and pruned after the
+// files go.
+func (o *Orchestrator) orphanRemoval(ts []*store.Task, path string) string {
+	seen := map[string]bool{}
+	for _, t := range ts {
+		if seen[t.RepoGitDir] {
+			continue
+		}
+		seen[t.RepoGitDir] = true
+		if worktree.HasAdminDir(t.RepoGitDir, path) {
+			return fmt.Sprintf("git -C %s worktree unlock %s && rm -rf %s && git -C %s worktree prune", shellQuote(t.Repo), shellQuote(path), shellQuote(path), shellQuote(t.Repo))
+		}
+	}
+	return "rm -rf " + shellQuote(path) + ", then `git worktree prune` after `git worktree unlock " + shellQuote(path) + "` in its repository"
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/localagent/agent/agent"
 	"github.com/localagent/agent/agent/event"
@@ -43,6 +44,12 @@ type Options struct {
 	LLMPort int
 	// APIKey is sent to the LLM endpoint when set.
 	APIKey string
+	// LLMStallTimeout ends a model reply that makes no progress for this
+	// long (keep-alive comments are not progress); LLMReplyTimeout bounds
+	// one reply in all. Either ends the turn with a retriable error and
+	// leaves the task interrupted. Zero: the llm package's defaults.
+	LLMStallTimeout time.Duration
+	LLMReplyTimeout time.Duration
 	// Egress is the allowlist of the tasks' sandboxes. Empty (the default):
 	// no network at all. Otherwise a policy-enforcing proxy per task is the
 	// only way out, and every connection is logged.

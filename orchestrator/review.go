@@ -8,6 +8,8 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/localagent/agent/orchestrator/store"
@@ -44,6 +46,19 @@ type Review struct {
 	Model    string       `json:"model,omitempty"`
 	Tokens   store.Tokens `json:"tokens"`
 	Worktree string       `json:"worktree"`
+	// SubBranches are sub-agents' branches that still hold work not in
+	// the task's branch (it could not be applied, or their run was killed).
+	SubBranches []SubBranch `json:"sub_branches,omitempty"`
+	// Ignored names files the agent created that .gitignore keeps out of
+	// the commit (IgnoredCount of them in all); they go with the worktree.
+	Ignored      []string `json:"ignored,omitempty"`
+	IgnoredCount int      `json:"ignored_count,omitempty"`
+}
+
+// SubBranch is a sub-agent's branch holding work of its own.
+type SubBranch struct {
+	Branch  string `json:"branch"`
+	Commits int    `json:"commits"`
 }
 
 // TestRun is a test command found among the commands the agent ran.
@@ -150,6 +165,33 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 		}
 	}
 	rv.Warnings = append(rv.Warnings, sensitiveChanges(rv.Stat, repo.ConfigValue(ctx, "core.hooksPath"))...)
+	if rv.SubBranches, err = o.SubBranchesWithWork(ctx, t); err != nil {
+		return nil, err
+	}
+	for _, sb := range rv.SubBranches {
+		rv.Warnings = append(rv.Warnings, fmt.Sprintf("sub-agent branch %s holds %d commit(s) not in the task's branch: see it with `git log %s`; `agent discard %s` deletes it with the task", sb.Branch, sb.Commits, sb.Branch, t.ID))
+	}
+	rv.Ignored, rv.IgnoredCount = t.Ignored, t.IgnoredCount
+	if t.IgnoredCount > 0 {
+		quoted := make([]string, len(t.Ignored))
+		for i, n := range t.Ignored {
+			quoted[i] = quoteUnsafe(n)
+		}
+		names := strings.Join(quoted, ", ")
+		if t.IgnoredCount > len(t.Ignored) {
+			names += fmt.Sprintf(", and %d more", t.IgnoredCount-len(t.Ignored))
+		}
+		rv.Warnings = append(rv.Warnings, fmt.Sprintf("the agent created %d file(s) that .gitignore keeps out of the commit (not merged; they go with the worktree %s): %s", t.IgnoredCount, t.Worktree, names))
+	}
+	var cut []string
+	for _, c := range t.Commands {
+		if c.CutShort || c.Running {
+			cut = append(cut, quoteUnsafe(c.Command))
+		}
+	}
+	if len(cut) > 0 {
+		rv.Warnings = append(rv.Warnings, fmt.Sprintf("%d command(s) were cut short when the run was stopped: %s", len(cut), strings.Join(cut, "; ")))
+	}
 	if rv.Tests == nil {
 		rv.Warnings = append(rv.Warnings, "the agent ran no tests")
 	} else if !rv.Tests.Passed {
@@ -298,4 +340,46 @@ func escapes(path, target string) bool {
 		}
 	}
 	return false
+}
+
+// SubBranchesWithWork lists the task's sub-agent branches that hold
+// commits not in the task's branch (what discarding the task also
+// deletes).
+func (o *Orchestrator) SubBranchesWithWork(ctx context.Context, t *store.Task) ([]SubBranch, error) {
+	repo, err := o.openRepo(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	tip, err := repo.BranchTip(ctx, t.Branch)
+	if err != nil {
+		return nil, err
+	}
+	subs, err := repo.SubBranches(ctx, t.Branch)
+	if err != nil {
+		return nil, err
+	}
+	var out []SubBranch
+	for b, stip := range subs {
+		from := tip
+		if from == "" {
+			from = t.BaseCommit
+		}
+		if n, err := repo.CountCommits(ctx, from, stip); err == nil && n > 0 {
+			out = append(out, SubBranch{Branch: b, Commits: n})
+		}
+	}
+	slices.SortFunc(out, func(a, b SubBranch) int { return strings.Compare(a.Branch, b.Branch) })
+	return out, nil
+}
+
+// quoteUnsafe returns s as is when it is printable ASCII without quotes or
+// backslashes, else Go-quoted (the way git quotes an unusual path): names
+// and commands from the sandbox reach the terminal in warnings.
+func quoteUnsafe(s string) string {
+	for _, r := range s {
+		if r < 0x20 || r > 0x7e || r == '"' || r == '\\' {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }

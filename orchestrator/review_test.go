@@ -155,3 +155,18 @@ func TestReconcileMarksDeadTasks(t *testing.T) {
 		}
 	}
 }
+
+func TestQuoteUnsafe(t *testing.T) {
+	for in, want := range map[string]string{
+		"secret.env":       "secret.env",
+		"a b/c.txt":        "a b/c.txt",
+		"evil\x1b[31m.txt": `"evil\x1b[31m.txt"`,
+		"new\nline":        `"new\nline"`,
+		`say "hi"`:         `"say \"hi\""`,
+		"caf\u00e9":        `"café"`,
+	} {
+		if got := quoteUnsafe(in); got != want {
+			t.Errorf("quoteUnsafe(%q) = %s, want %s", in, got, want)
+		}
+	}
+}

@@ -11,7 +11,8 @@ import (
 // ShellSandbox returns a running sandbox over the task's worktree for an
 // interactive shell: the task's own when it is still running, else a new
 // one (recreated if gone). created says the caller should remove it when
-// the shell ends.
+// the shell ends. The caller must hold the task's use claim (UseTask) for
+// the whole shell, so that gc and resume leave the sandbox alone.
 func (o *Orchestrator) ShellSandbox(ctx context.Context, t *store.Task) (sb *sandbox.Sandbox, created bool, err error) {
 	if t.State.Final() {
 		return nil, false, fmt.Errorf("task %s is %s: its worktree is gone", t.ID, t.State)
@@ -39,9 +40,34 @@ func (o *Orchestrator) ShellSandbox(ctx context.Context, t *store.Task) (sb *san
 			return sb, false, nil
 		}
 	}
-	sb, err = e.Create(ctx, o.sandboxSpec(t, "agent-task-"+t.ID))
+	spec := o.sandboxSpec(t, "agent-shell-"+t.ID)
+	spec.Labels = withLabel(spec.Labels, sandbox.LabelUse, useShell)
+	sb, err = e.Create(ctx, spec)
 	if err != nil {
 		return nil, false, fmt.Errorf("creating a sandbox for task %s: %w", t.ID, err)
 	}
 	return sb, true, nil
+}
+
+// UseTask marks the calling process as a user of the task (an open shell)
+// until release: gc and resume never remove a sandbox of a used task.
+func (o *Orchestrator) UseTask(t *store.Task) (release func(), err error) {
+	return o.store.Use(t.ID)
+}
+
+// Values of sandbox.LabelUse.
+const (
+	useTask  = "task"
+	useSub   = "sub-agent"
+	useShell = "shell"
+)
+
+// withLabel returns a copy of labels with key set to value.
+func withLabel(labels map[string]string, key, value string) map[string]string {
+	m := make(map[string]string, len(labels)+1)
+	for k, v := range labels {
+		m[k] = v
+	}
+	m[key] = value
+	return m
 }

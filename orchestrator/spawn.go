@@ -15,6 +15,7 @@ import (
 
 	"github.com/localagent/agent/agent"
 	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/orchestrator/failpoint"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"
@@ -107,54 +108,73 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	// The sub-agent's sandbox belongs to the task (its label) but works on
 	// the sub-agent's own worktree.
 	child := &store.Task{ID: t.ID, Worktree: o.worktreePath(id), Image: t.Image, Environment: t.Environment}
+	// Journal first: after a kill, resume finds the sub-agent's worktree
+	// and branch through the parent's record.
+	s.r.journalSub(store.SubAgent{Name: st.Name, ID: id, Prompt: st.Prompt, Branch: branch, Worktree: child.Worktree, Start: snap, State: store.SubRunning})
 	unlock, err := repo.Lock(ctx, o.lockDir())
 	if err != nil {
+		s.r.finishSub(id, store.SubEmpty, "")
 		return fail("%v", err)
 	}
 	cwt, err := repo.Add(ctx, worktree.AddOptions{Path: child.Worktree, Branch: branch, Start: snap, Reason: "agent sub-task " + id})
 	unlock()
 	if err != nil {
+		s.r.finishSub(id, store.SubEmpty, "")
 		return fail("creating the sub-agent's worktree: %v", err)
 	}
-	keepBranch := true
-	defer func() {
-		cctx := context.WithoutCancel(ctx)
-		_ = repo.Remove(cctx, cwt)
-		if !keepBranch {
-			if tip, _ := repo.BranchTip(cctx, branch); tip != "" {
-				_ = repo.DeleteBranch(cctx, branch, tip)
-			}
+	failpoint.Hit("sub-worktree-added")
+	s.r.updateSub(id, func(sa *store.SubAgent) { sa.WorktreeGit = cwt.GitDir })
+
+	// Whatever happens from here on, the sub-agent's files are committed
+	// on its branch once its sandbox is gone, before its worktree is
+	// removed (bring).
+	var sb *sandbox.Sandbox
+	removeSandbox := func() {
+		if sb == nil {
+			return
 		}
-	}()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := sb.Remove(cctx); err == nil {
+			sb = nil
+		}
+	}
+	stopped := func(format string, a ...any) agent.SubResult {
+		removeSandbox()
+		msg := fmt.Sprintf(format, a...)
+		if sb != nil {
+			// Its processes may still run: leave its files alone.
+			return fail("%s (its sandbox could not be removed; its worktree %s is kept and `agent resume %s` commits it)", msg, cwt.Path, t.ID)
+		}
+		_, note := s.keep(ctx, repo, cwt, id, branch, snap, CommitMessage(&store.Task{ID: t.ID, Prompt: st.Prompt, Model: t.Model}, msg), true)
+		return fail("%s (%s)", msg, note)
+	}
 
 	e, err := o.engine(ctx)
 	if err != nil {
-		return fail("%v", err)
+		return stopped("%v", err)
 	}
 	spec := o.sandboxSpec(child, "agent-sub-"+id)
+	spec.Labels = withLabel(spec.Labels, sandbox.LabelUse, useSub)
 	// A sub-agent works on the same task under the same allowlist: it
 	// shares the task's egress proxy, so its connections are decided by the
 	// same policy and logged and counted with the task's.
 	spec.EgressDir = s.r.egressDir
 	u, err := sandboxUser(cwt.Path)
 	if err != nil {
-		return fail("%v", err)
+		return stopped("%v", err)
 	}
 	if u.Chown {
 		if err := chownTree(cwt.Path, u); err != nil {
-			return fail("%v", err)
+			return stopped("%v", err)
 		}
 	}
 	spec.User = u.String()
-	sb, err := e.Create(ctx, spec)
-	if err != nil {
-		return fail("creating the sub-agent's sandbox: %v", err)
+	if sb, err = e.Create(ctx, spec); err != nil {
+		sb = nil
+		return stopped("creating the sub-agent's sandbox: %v", err)
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_ = sb.Remove(cctx)
-	}()
+	defer removeSandbox()
 
 	opts := s.r.agentOptions(sb, s.sink)
 	opts.Name = st.Name
@@ -163,7 +183,7 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	opts.Env = agent.Environment{Offline: s.r.egressDir == "", Branch: branch, BaseCommit: snap}
 	ag, err := agent.New(opts)
 	if err != nil {
-		return fail("%v", err)
+		return stopped("%v", err)
 	}
 	actx, cancelRun := context.WithCancelCause(ctx)
 	stopGuard := o.guardDisk(actx, cwt.Path, sb, cancelRun)
@@ -173,43 +193,104 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	_ = ag.Close()
 	var bound *DiskError
 	if errors.As(context.Cause(actx), &bound) && ctx.Err() == nil {
-		// Keep what it did before crossing the bound on its branch.
-		_, _, _ = o.commitBounded(ctx, repo, cwt, []*sandbox.Sandbox{sb}, CommitMessage(&store.Task{ID: t.ID, Prompt: st.Prompt, Model: t.Model}, res.Text))
-		return fail("the sub-agent was stopped: %v; its work so far is kept on branch %s", bound, branch)
+		// Keep what it did before crossing the bound on its branch (keep
+		// commits no more than the bound).
+		return stopped("the sub-agent was stopped: %v", bound)
 	}
 	if runErr != nil {
-		return fail("the sub-agent stopped: %v (its work is kept on branch %s)", runErr, branch)
+		return stopped("the sub-agent stopped: %v", runErr)
 	}
-	tip, derr, err := o.commitBounded(ctx, repo, cwt, []*sandbox.Sandbox{sb}, CommitMessage(&store.Task{ID: t.ID, Prompt: st.Prompt, Model: t.Model}, res.Text))
-	if err != nil {
-		return fail("committing the sub-agent's work: %v", err)
-	}
-	if derr != nil {
-		return fail("the sub-agent's %v; what was committed is kept on branch %s", derr, branch)
+	removeSandbox()
+	if sb != nil {
+		return fail("the sub-agent's sandbox could not be removed; its worktree %s is kept and `agent resume %s` commits it", cwt.Path, t.ID)
 	}
 	summary := strings.TrimSpace(res.Text)
-	if tip == "" {
-		keepBranch = false
+	s.mu.Lock()
+	paths, note, err := s.bring(ctx, repo, pwt, cwt, id, branch, snap, CommitMessage(&store.Task{ID: t.ID, Prompt: st.Prompt, Model: t.Model}, res.Text))
+	s.mu.Unlock()
+	if err != nil {
+		return fail("%s\n%s", summary, note)
+	}
+	if len(paths) == 0 {
 		s.event(st.Name, "done", "no changes")
 		return agent.SubResult{Name: st.Name, Summary: summary + "\n(no file changes)"}
 	}
+	s.event(st.Name, "done", fmt.Sprintf("%d file(s) changed", len(paths)))
+	return agent.SubResult{Name: st.Name, Summary: fmt.Sprintf("%s\n(changed: %s)", summary, strings.Join(paths, ", "))}
+}
+
+// keep commits a stopped sub-agent's files on its branch (its sandbox is
+// gone) and removes its worktree once nothing in it is uncommitted; the
+// branch stays when it holds work. It returns the branch tip and a note for
+// the model and the user. final records the sub-agent as kept; otherwise
+// the caller goes on to apply the work and records the outcome (until
+// then, a kill leaves it running, for resume to finish).
+func (s *spawner) keep(ctx context.Context, repo *worktree.Repo, cwt *worktree.Worktree, id, branch, snap, msg string, final bool) (string, string) {
+	cctx := context.WithoutCancel(ctx)
+	if err := worktree.ClearStaleLock(cwt.GitDir); err != nil {
+		s.r.updateSub(id, func(sa *store.SubAgent) { sa.Note = err.Error() })
+		return "", fmt.Sprintf("its worktree %s is kept: %v", cwt.Path, err)
+	}
+	// Its own sandbox is gone; commitBounded still freezes any other
+	// sandbox over the worktree and commits no more than the disk bound.
+	_, derr, err := s.r.o.commitBounded(cctx, repo, cwt, nil, msg)
+	if err != nil {
+		s.r.updateSub(id, func(sa *store.SubAgent) { sa.Note = err.Error() })
+		return "", fmt.Sprintf("committing its work failed (%v); its worktree %s is kept and `agent resume %s` tries again", err, cwt.Path, s.r.Task.ID)
+	}
+	tip, _ := repo.BranchTip(cctx, branch)
+	if ch, err := repo.Changes(cctx, cwt); err == nil && len(ch) == 0 {
+		_ = repo.Remove(cctx, cwt)
+	}
+	if tip == "" || tip == snap {
+		if tip != "" {
+			_ = repo.DeleteBranch(cctx, branch, tip)
+		}
+		s.r.finishSub(id, store.SubEmpty, "")
+		return "", "it changed no files"
+	}
+	note := "its work is committed on branch " + branch
+	if derr != nil {
+		note += fmt.Sprintf(" (%v)", derr)
+	}
+	if final {
+		s.r.finishSub(id, store.SubKept, note)
+	}
+	return tip, note
+}
+
+// bring commits a finished sub-agent's work on its branch and applies it
+// to the parent's files; the branch is deleted once its work is in the
+// parent's worktree, kept (and named in the review) when it cannot be
+// applied.
+func (s *spawner) bring(ctx context.Context, repo *worktree.Repo, pwt, cwt *worktree.Worktree, id, branch, snap, msg string) ([]string, string, error) {
+	tip, note := s.keep(ctx, repo, cwt, id, branch, snap, msg, false)
+	if tip == "" {
+		return nil, note, nil
+	}
+	cctx := context.WithoutCancel(ctx)
 	// The parent's files are written and handed over while no process of
-	// the parent's sandbox can run.
+	// the parent's sandbox (or any other over its worktree) can run.
+	var parents []*sandbox.Sandbox
+	if s.parent != nil {
+		parents = append(parents, s.parent)
+	}
 	var paths []string
-	s.mu.Lock()
-	err = o.whileFrozen(ctx, pwt.Path, []*sandbox.Sandbox{s.parent}, func() (err error) {
-		if paths, err = repo.ApplyDiff(ctx, pwt, snap, tip); err != nil {
+	err := s.r.o.whileFrozen(cctx, pwt.Path, parents, func() (err error) {
+		if paths, err = repo.ApplyDiff(cctx, pwt, snap, tip); err != nil {
 			return err
 		}
 		return s.giveToParent(pwt.Path, paths)
 	})
-	s.mu.Unlock()
 	if err != nil {
-		return fail("%s\nIts changes could not be applied to your workspace (%v); they are kept on branch %s", summary, err, branch)
+		note := fmt.Sprintf("Its changes could not be applied to your workspace (%v); they are kept on branch %s", err, branch)
+		s.r.finishSub(id, store.SubKept, note)
+		return nil, note, err
 	}
-	keepBranch = false
-	s.event(st.Name, "done", fmt.Sprintf("%d file(s) changed", len(paths)))
-	return agent.SubResult{Name: st.Name, Summary: fmt.Sprintf("%s\n(changed: %s)", summary, strings.Join(paths, ", "))}
+	failpoint.Hit("sub-applied")
+	_ = repo.DeleteBranch(cctx, branch, tip)
+	s.r.finishSub(id, store.SubDone, "")
+	return paths, "", nil
 }
 
 // giveToParent hands files that host git just wrote into the parent's
@@ -220,7 +301,14 @@ func (s *spawner) giveToParent(root string, paths []string) error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
-	uid, gid, ok := parseUser(s.parent.User)
+	user := ""
+	if s.parent != nil {
+		user = s.parent.User
+	} else if u, err := sandboxUser(root); err == nil && u.Chown {
+		// Recovering after a kill: the parent's sandbox does not exist yet.
+		user = u.String()
+	}
+	uid, gid, ok := parseUser(user)
 	if !ok || uid == 0 {
 		return nil
 	}

@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
 	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/orchestrator/failpoint"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
 )
@@ -49,6 +51,9 @@ type Run struct {
 	// egressDir is the socket directory of the run's egress proxy; "" when
 	// the sandbox has no network at all.
 	egressDir string
+	// mu guards Task while the run's goroutines (event recorder,
+	// sub-agents) change and save it.
+	mu sync.Mutex
 }
 
 // Close releases the task's claim and the model endpoint.
@@ -124,6 +129,7 @@ func (o *Orchestrator) NewTask(ctx context.Context, opts TaskOptions) (_ *Run, e
 	}
 	defer unlock()
 
+	o.pruneLost(repo, func(text string) { o.opts.Sink.Emit(event.Event{Time: time.Now(), Kind: event.Notice, Text: text}) })
 	id, err := o.store.NewID()
 	if err != nil {
 		return nil, err
@@ -170,12 +176,21 @@ func (o *Orchestrator) NewTask(ctx context.Context, opts TaskOptions) (_ *Run, e
 		}
 	}
 
+	// Journal first: a kill while the branch and worktree are created
+	// leaves a record that tasks, resume, discard and gc can see.
+	t.Worktree = o.worktreePath(id)
+	t.Pending = &store.Pending{Op: store.PendingCreate, Started: now}
+	if err := o.store.Save(t); err != nil {
+		return nil, err
+	}
+	failpoint.Hit("task-record-saved")
 	wstart := time.Now()
-	wt, err := repo.Add(ctx, worktree.AddOptions{Path: o.worktreePath(id), Branch: t.Branch, Start: t.StartCommit, Reason: "agent task " + id, NoCheckout: true})
+	wt, err := repo.Add(ctx, worktree.AddOptions{Path: t.Worktree, Branch: t.Branch, Start: t.StartCommit, Reason: "agent task " + id, NoCheckout: true})
 	if err != nil {
 		return nil, err
 	}
-	t.Worktree, t.WorktreeGit = wt.Path, wt.GitDir
+	failpoint.Hit("task-worktree-added")
+	t.Worktree, t.WorktreeGit, t.Pending = wt.Path, wt.GitDir, nil
 	t.Timings.Worktree = time.Since(wstart).Milliseconds()
 	if err := o.store.Save(t); err != nil {
 		cctx := context.WithoutCancel(ctx)
@@ -220,7 +235,7 @@ func (o *Orchestrator) Resume(ctx context.Context, ref string, opts ResumeOption
 	if err != nil {
 		return nil, err
 	}
-	if _, err := o.taskWorktree(repo, t); err != nil {
+	if err := o.recoverWorktree(ctx, repo, t); err != nil {
 		return nil, err
 	}
 	if err := o.preflightSandbox(ctx, t.Image); err != nil {

@@ -22,6 +22,9 @@ const (
 	// LabelShell is the shell the bash tool uses, when it was chosen
 	// explicitly (Spec.Shell).
 	LabelShell = "dev.localagent.shell"
+	// LabelUse says which user of a task created the sandbox: "task",
+	// "sub-agent" or "shell" (set by the orchestrator through Spec.Labels).
+	LabelUse = "dev.localagent.use"
 	// LabelTest marks resources created by one test so that its cleanup
 	// removes exactly what it made, never other tests' resources.
 	LabelTest = "dev.localagent.test"

@@ -23,6 +23,7 @@ import (
 const (
 	DefaultIdleTimeout      = 120 * time.Second
 	DefaultFirstByteTimeout = 10 * time.Minute
+	DefaultMaxReplyTime     = 30 * time.Minute
 	DefaultMaxRetries       = 4
 	DefaultRetryBackoff     = 500 * time.Millisecond
 	DefaultMaxRetryBackoff  = 10 * time.Second
@@ -43,9 +44,14 @@ type Options struct {
 	// HTTPClient carries the requests; its Timeout must be zero (a whole
 	// streamed reply can take minutes). Default: a client without timeout.
 	HTTPClient *http.Client
-	// IdleTimeout ends a reply when no byte arrives for this long once the
-	// reply has started. Every chunk, keep-alive comments included, resets it.
+	// IdleTimeout ends a reply that makes no progress for this long once
+	// the reply has started. Progress is an SSE field (a data, event or
+	// error line) or a byte of a JSON body; keep-alive comments are not
+	// progress, so a server that sends only comments is stopped.
 	IdleTimeout time.Duration
+	// MaxReplyTime bounds one reply from sending the request to its last
+	// byte, however steadily it streams.
+	MaxReplyTime time.Duration
 	// FirstByteTimeout bounds the wait for the first byte of a reply.
 	// llama-server sends nothing while it processes the prompt, which takes
 	// minutes for a long prompt on a CPU: keep this generous.
@@ -118,6 +124,7 @@ func applyDefaults(o *Options) {
 	}
 	def(&o.IdleTimeout, DefaultIdleTimeout)
 	def(&o.FirstByteTimeout, DefaultFirstByteTimeout)
+	def(&o.MaxReplyTime, DefaultMaxReplyTime)
 	def(&o.RetryBackoff, DefaultRetryBackoff)
 	def(&o.MaxRetryBackoff, DefaultMaxRetryBackoff)
 	if o.MaxRetries == 0 {
@@ -188,13 +195,24 @@ func (c *HTTPClient) backoff(attempt int, e *Error) time.Duration {
 var (
 	errFirstByte = errors.New("first-byte timeout")
 	errIdle      = errors.New("idle timeout")
+	errTotal     = errors.New("reply time limit")
 )
+
+// limitReply ends rctx with errTotal after MaxReplyTime; call the stop
+// function when the reply is done.
+func (c *HTTPClient) limitReply(cancel context.CancelCauseFunc) func() bool {
+	if c.opts.MaxReplyTime <= 0 {
+		return func() bool { return false }
+	}
+	return time.AfterFunc(c.opts.MaxReplyTime, func() { cancel(errTotal) }).Stop
+}
 
 // streamOnce sends one streaming request. started reports whether the
 // server answered 200 (the reply began, possibly empty).
 func (c *HTTPClient) streamOnce(ctx context.Context, payload []byte, withTools bool, asm *assembler) (Response, bool, error) {
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	defer c.limitReply(cancel)()
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -202,7 +220,7 @@ func (c *HTTPClient) streamOnce(ctx context.Context, payload []byte, withTools b
 		}
 	}()
 	// One timer serves both timeouts; what it means when it fires depends
-	// on whether a byte has arrived.
+	// on whether the reply has made progress.
 	var gotByte atomic.Bool
 	fire := func() {
 		if gotByte.Load() {
@@ -230,8 +248,9 @@ func (c *HTTPClient) streamOnce(ctx context.Context, payload []byte, withTools b
 		return Response{}, false, c.statusError(rctx, endpoint, hresp, withTools)
 	}
 	body := io.Reader(hresp.Body)
+	progress := func() {}
 	if timer != nil || c.opts.IdleTimeout > 0 {
-		body = &activityReader{r: hresp.Body, onData: func() {
+		progress = func() {
 			gotByte.Store(true)
 			if c.opts.IdleTimeout <= 0 {
 				if timer != nil {
@@ -244,11 +263,12 @@ func (c *HTTPClient) streamOnce(ctx context.Context, payload []byte, withTools b
 				return
 			}
 			timer.Reset(c.opts.IdleTimeout)
-		}}
+		}
 	}
 	if ct, _, _ := mime.ParseMediaType(hresp.Header.Get("Content-Type")); ct == "application/json" {
 		// The server ignored "stream": a whole completion (or an error
-		// object) in one JSON body.
+		// object) in one JSON body; every byte of it is progress.
+		body = &activityReader{r: body, onData: progress}
 		data, err := io.ReadAll(io.LimitReader(body, int64(c.opts.MaxReplyBytes)+1))
 		if err != nil {
 			return asm.response(), true, c.transportError(rctx, endpoint, err, true, asm.output)
@@ -259,6 +279,7 @@ func (c *HTTPClient) streamOnce(ctx context.Context, payload []byte, withTools b
 		return asm.response(), true, nil
 	}
 	sr := newSSEReader(body)
+	sr.onField = progress
 	done := false
 	for !done {
 		ev, err := sr.Next()
@@ -335,6 +356,7 @@ func (c *HTTPClient) complete(ctx context.Context, req Request, onDelta func(Del
 	}
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	defer c.limitReply(cancel)()
 	if c.opts.FirstByteTimeout > 0 {
 		t := time.AfterFunc(c.opts.FirstByteTimeout, func() { cancel(errFirstByte) })
 		defer t.Stop()
@@ -406,7 +428,10 @@ func (c *HTTPClient) transportError(ctx context.Context, endpoint string, err er
 			Message: fmt.Sprintf("no reply within %s (first-byte timeout); a long prompt on a slow machine may need a larger timeout", c.opts.FirstByteTimeout)}
 	case errors.Is(cause, errIdle):
 		return &Error{Kind: KindTimeout, URL: endpoint, Partial: partial,
-			Message: fmt.Sprintf("the reply stalled: no data for %s (idle timeout)", c.opts.IdleTimeout)}
+			Message: fmt.Sprintf("the reply stalled: no progress for %s (idle timeout; keep-alive comments do not count)", c.opts.IdleTimeout)}
+	case errors.Is(cause, errTotal):
+		return &Error{Kind: KindTimeout, URL: endpoint, Partial: partial,
+			Message: fmt.Sprintf("the reply took longer than %s (max reply time); the turn can be tried again", c.opts.MaxReplyTime)}
 	case cause != nil:
 		return fmt.Errorf("chat request cancelled: %w", cause)
 	}

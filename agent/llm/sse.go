@@ -27,6 +27,9 @@ type sseReader struct {
 	data  []byte
 	event string
 	has   bool // a field was seen since the last dispatch
+	// onField, when set, is called for every line that is not a comment
+	// or blank: the reply's progress (keep-alive comments are not).
+	onField func()
 }
 
 func newSSEReader(r io.Reader) *sseReader {
@@ -56,6 +59,9 @@ func (s *sseReader) Next() (sseEvent, error) {
 		}
 		if line[0] == ':' {
 			continue // comment: keep-alive
+		}
+		if s.onField != nil {
+			s.onField()
 		}
 		if line[0] == '{' || line[0] == '[' {
 			// Not SSE at all: a JSON body (typically {"error":...}) sent with

@@ -278,9 +278,9 @@ turns:
 	}
 }
 
-// Keep-alive pings reset the idle timer: a slow but live server is not cut.
-// The pings span longer than the idle timeout, each a tenth of it apart,
-// so a loaded machine has room to be late.
+// Keep-alive pings while the server processes the prompt (before any data)
+// fall under the generous first-byte timeout, not the idle timeout: a slow
+// but live server is not cut. The pings span longer than the idle timeout.
 func TestPingsKeepStreamAlive(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")

@@ -71,11 +71,15 @@ type Timings struct {
 
 // Command is one shell command the agent ran.
 type Command struct {
-	Command    string `json:"command"`
-	ExitCode   *int   `json:"exit_code,omitempty"`
-	TimedOut   bool   `json:"timed_out,omitempty"`
-	OOMKilled  bool   `json:"oom_killed,omitempty"`
-	DurationMS int64  `json:"duration_ms"`
+	Command  string `json:"command"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	// Running is set while the command runs: one still set after the run
+	// ended was cut short (the process was killed or stopped).
+	Running    bool  `json:"running,omitempty"`
+	CutShort   bool  `json:"cut_short,omitempty"`
+	TimedOut   bool  `json:"timed_out,omitempty"`
+	OOMKilled  bool  `json:"oom_killed,omitempty"`
+	DurationMS int64 `json:"duration_ms"`
 	// Missing is the program an exit-127 command could not find.
 	Missing string `json:"missing,omitempty"`
 }
@@ -142,6 +146,69 @@ type Task struct {
 	// checkout): the branch lives in the user's checkout and the next
 	// agent continue re-creates the worktree.
 	Released bool `json:"released,omitempty"`
+
+	// MergedTip is the task branch's tip that the merge took in: gc
+	// deletes the branch when it still points there.
+	MergedTip string `json:"merged_tip,omitempty"`
+
+	// Pending is the step that changes state on disk and has started but
+	// not been recorded as done; it is written before the step begins, so
+	// that after a kill resume, merge or gc can finish or undo it.
+	Pending *Pending `json:"pending,omitempty"`
+	// SubAgents are the task's sub-agents, recorded before each one's
+	// branch and worktree are created.
+	SubAgents []SubAgent `json:"sub_agents,omitempty"`
+	// Ignored lists files the agent created that .gitignore excludes: they
+	// are not committed and go with the worktree (at most MaxIgnored).
+	Ignored      []string `json:"ignored,omitempty"`
+	IgnoredCount int      `json:"ignored_count,omitempty"`
+}
+
+// MaxIgnored caps the ignored files named in a record.
+const MaxIgnored = 50
+
+// Pending step kinds.
+const (
+	PendingMerge  = "merge"
+	PendingCreate = "create"
+)
+
+// Pending is a journalled step: what it was about to change.
+type Pending struct {
+	Op      string    `json:"op"`
+	Started time.Time `json:"started"`
+	// A merge: branch Into moves from From to To; the files of Checkout
+	// (git dir CheckoutGitDir) listed in Paths move with it.
+	Into           string   `json:"into,omitempty"`
+	From           string   `json:"from,omitempty"`
+	To             string   `json:"to,omitempty"`
+	BranchTip      string   `json:"branch_tip,omitempty"`
+	Squash         bool     `json:"squash,omitempty"`
+	Checkout       string   `json:"checkout,omitempty"`
+	CheckoutGitDir string   `json:"checkout_git_dir,omitempty"`
+	Paths          []string `json:"paths,omitempty"`
+}
+
+// Sub-agent states.
+const (
+	SubRunning = "running" // branch and worktree may exist; work may be uncommitted
+	SubDone    = "done"    // its work is in the parent's worktree; branch removed
+	SubKept    = "kept"    // its work is committed on Branch, not in the parent's
+	SubEmpty   = "empty"   // it changed nothing; branch removed
+)
+
+// SubAgent is one sub-agent of a task.
+type SubAgent struct {
+	Name        string `json:"name"`
+	ID          string `json:"id"`
+	Prompt      string `json:"prompt,omitempty"`
+	Branch      string `json:"branch"`
+	Worktree    string `json:"worktree"`
+	WorktreeGit string `json:"worktree_git_dir,omitempty"`
+	// Start is the snapshot of the parent's files it started from.
+	Start string `json:"start"`
+	State string `json:"state"`
+	Note  string `json:"note,omitempty"`
 }
 
 // Network records a task's egress. An empty Allow means the sandbox had no
@@ -278,6 +345,7 @@ func (s *Store) Delete(id string) error {
 		return err
 	}
 	_ = os.Remove(s.lockPath(id))
+	_ = os.Remove(s.usePath(id))
 	return nil
 }
 
@@ -384,4 +452,78 @@ func (s *Store) Alive(id string) bool {
 	}
 	release()
 	return false
+}
+
+func (s *Store) usePath(id string) string { return filepath.Join(s.dir, id+".use.lock") }
+
+// Use marks the calling process as a user of task id's worktree and
+// sandbox (an open `agent shell`) for as long as it lives or until release
+// is called. Any number of processes may use a task at once (a shared
+// lock); gc and resume leave a used task's sandboxes alone.
+func (s *Store) Use(id string) (release func(), err error) {
+	if !validID(id) {
+		return nil, fmt.Errorf("invalid task id %q", id)
+	}
+	f, err := os.OpenFile(s.usePath(id), os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("using task %s: %w", id, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("using task %s: %w", id, err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = f.Close()
+	}, nil
+}
+
+// InUse reports whether a live process uses task id (see Use).
+func (s *Store) InUse(id string) bool {
+	if !validID(id) {
+		return false
+	}
+	f, err := os.OpenFile(s.usePath(id), os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return true
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}
+
+// PruneReservations removes the empty placeholders of ids that NewID
+// reserved for a task whose process died before it saved the record (no
+// live process claims the id and the placeholder is older than minAge). It
+// returns the ids removed.
+func (s *Store) PruneReservations(minAge time.Duration) ([]string, error) {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("listing tasks: %w", err)
+	}
+	var pruned []string
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || !validID(id) {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || fi.Size() != 0 || time.Since(fi.ModTime()) < minAge {
+			continue
+		}
+		release, err := s.Claim(id)
+		if err != nil {
+			continue
+		}
+		if fi, err := os.Lstat(s.path(id)); err == nil && fi.Size() == 0 {
+			if err := s.Delete(id); err == nil {
+				pruned = append(pruned, id)
+			}
+		}
+		release()
+	}
+	return pruned, nil
 }

@@ -83,3 +83,33 @@ func TestClaimAndAlive(t *testing.T) {
 		t.Error("released task alive")
 	}
 }
+
+// TestPruneReservations: a process killed between reserving an id and
+// saving its record left an empty placeholder that no command listed;
+// PruneReservations removes it, but not one a live process claims.
+func TestPruneReservations(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, err := s.NewID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := s.NewID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, err := s.Claim(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	got, err := s.PruneReservations(0)
+	if err != nil || len(got) != 1 || got[0] != dead {
+		t.Fatalf("PruneReservations = %v, %v; want [%s]", got, err, dead)
+	}
+	if _, err := os.Stat(s.path(live)); err != nil {
+		t.Error("a claimed reservation was removed")
+	}
+}

@@ -31,6 +31,11 @@
 // textconv or external programs. The user's merge drivers run only when
 // the user merges a task after reviewing it.
 //
+// A merge changes nothing until its checks pass (no uncommitted change, and
+// no untracked or ignored file, where it writes), hands its plan to the
+// caller's journal, updates the user's checkout and only then moves the
+// branch; RecoverMerge finishes or undoes a merge killed in between.
+//
 // This package must never run git without the hardening above, never run git
 // with a working directory inside a worktree (git apply is the one
 // exception, with --git-dir still explicit), and never open worktree files

@@ -58,3 +58,49 @@ func LockFile(ctx context.Context, path string) (unlock func(), err error) {
 		}
 	}
 }
+
+// ClearStaleLock removes the index.lock of a task's git directory that a
+// git killed halfway left behind (it blocks every later git command
+// there), but only when no process has the file open: a git that is still
+// running holds its lock file open until it renames it.
+func ClearStaleLock(gitDir string) error {
+	lock := filepath.Join(gitDir, "index.lock")
+	if _, err := os.Lstat(lock); err != nil {
+		return nil
+	}
+	if held, err := openByAnyProcess(lock); err != nil || held {
+		if err == nil {
+			err = fmt.Errorf("%s is held by a running git; wait for it to finish", lock)
+		}
+		return err
+	}
+	if err := os.Remove(lock); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("removing the stale lock %s: %w", lock, err)
+	}
+	return nil
+}
+
+// openByAnyProcess reports whether any process this user can see has path
+// open (through /proc/*/fd).
+func openByAnyProcess(path string) (bool, error) {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return false, fmt.Errorf("cannot tell whether %s is in use: %w", path, err)
+	}
+	for _, p := range procs {
+		if p.Name()[0] < '0' || p.Name()[0] > '9' {
+			continue
+		}
+		fdDir := filepath.Join("/proc", p.Name(), "fd")
+		fds, err := os.ReadDir(fdDir)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			if target, err := os.Readlink(filepath.Join(fdDir, fd.Name())); err == nil && target == path {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}

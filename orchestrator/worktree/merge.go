@@ -33,6 +33,19 @@ func (e *DirtyError) Error() string {
 		e.Checkout, strings.Join(e.Files, ", "))
 }
 
+// UntrackedError says that the merge would write over files of the user's
+// checkout that git does not track (untracked or ignored, such as a .env
+// that a task un-ignored and created); nothing was changed.
+type UntrackedError struct {
+	Checkout string
+	Files    []string
+}
+
+func (e *UntrackedError) Error() string {
+	return fmt.Sprintf("the merge would overwrite files in your checkout %s that git does not track (untracked or ignored): %s; nothing was changed: move them away (or delete them) and merge again with `agent merge`",
+		e.Checkout, strings.Join(e.Files, ", "))
+}
+
 // ErrNotBranch: the base of the task is not a branch, so there is nothing
 // to merge into.
 var ErrNotBranch = errors.New("the task's base is not a branch")
@@ -48,6 +61,30 @@ type MergeOptions struct {
 	Squash bool
 	// Message of the merge or squash commit.
 	Message string
+	// Journal, when set, is called with the plan after every check passed
+	// and before anything changes (the user's files, then the branch). An
+	// error stops the merge with nothing changed. After a kill, the
+	// journalled plan is what RecoverMerge finishes or undoes.
+	Journal func(MergePlan) error
+	// AfterCheckout, when set, runs between the checkout update and the
+	// branch update (fault-injection tests stop the process there).
+	AfterCheckout func()
+}
+
+// MergePlan is a merge about to change the user's checkout and branch.
+type MergePlan struct {
+	// Into is the branch that moves from From to To.
+	Into string `json:"into"`
+	From string `json:"from"`
+	To   string `json:"to"`
+	// BranchTip is the task branch's tip that was merged.
+	BranchTip string `json:"branch_tip"`
+	// Checkout and CheckoutGitDir are the checkout whose files move with
+	// the branch ("" when Into is checked out nowhere).
+	Checkout       string `json:"checkout,omitempty"`
+	CheckoutGitDir string `json:"checkout_git_dir,omitempty"`
+	// Paths are the files the merge changes in that checkout.
+	Paths []string `json:"paths,omitempty"`
 }
 
 // MergeResult says what a merge did.
@@ -60,6 +97,8 @@ type MergeResult struct {
 	Checkout string `json:"checkout,omitempty"`
 	// UpToDate is set when Into already contained the task branch.
 	UpToDate bool `json:"up_to_date,omitempty"`
+	// BranchTip is the task branch's tip that was merged.
+	BranchTip string `json:"branch_tip,omitempty"`
 }
 
 // Merge merges a task branch into another branch without ever leaving a
@@ -94,7 +133,7 @@ func (r *Repo) Merge(ctx context.Context, opts MergeOptions) (MergeResult, error
 	if done, err := r.IsAncestor(ctx, taskTip, intoTip); err != nil {
 		return res, err
 	} else if done {
-		return MergeResult{Commit: intoTip, UpToDate: true}, nil
+		return MergeResult{Commit: intoTip, UpToDate: true, BranchTip: taskTip}, nil
 	}
 
 	out, err := r.g.out(ctx, r.CommonDir, "", "merge-tree", "--write-tree", "--name-only", "-z", "--no-messages", intoTip, taskTip)
@@ -120,17 +159,33 @@ func (r *Repo) Merge(ctx context.Context, opts MergeOptions) (MergeResult, error
 	if err != nil {
 		return res, err
 	}
-	res.Commit = commit
+	res.Commit, res.BranchTip = commit, taskTip
 
 	co, err := r.checkoutOf(ctx, opts.Into)
 	if err != nil {
 		return res, err
 	}
+	plan := MergePlan{Into: opts.Into, From: intoTip, To: commit, BranchTip: taskTip}
 	if co != nil {
-		if err := r.updateCheckout(ctx, co, intoTip, commit); err != nil {
+		paths, err := r.checkCheckout(ctx, co, intoTip, commit)
+		if err != nil {
 			return MergeResult{}, err
 		}
+		plan.Checkout, plan.CheckoutGitDir, plan.Paths = co.path, co.gitDir, paths
+	}
+	if opts.Journal != nil {
+		if err := opts.Journal(plan); err != nil {
+			return MergeResult{}, fmt.Errorf("recording the merge before it starts (nothing was changed): %w", err)
+		}
+	}
+	if co != nil {
+		if _, err := r.g.out(ctx, co.gitDir, co.path, "read-tree", "-m", "-u", intoTip, commit); err != nil {
+			return MergeResult{}, fmt.Errorf("updating your checkout %s (nothing was changed): %w", co.path, err)
+		}
 		res.Checkout = co.path
+	}
+	if opts.AfterCheckout != nil {
+		opts.AfterCheckout()
 	}
 	if _, err := r.g.out(ctx, r.CommonDir, "", "update-ref", "-m", "agent: "+firstLine(opts.Message),
 		"refs/heads/"+opts.Into, commit, intoTip); err != nil {
@@ -203,44 +258,82 @@ func (r *Repo) adminDirOf(path string) (string, error) {
 	return "", fmt.Errorf("no admin directory for worktree %s", path)
 }
 
-// updateCheckout moves a checkout's index and files from tree from to tree
-// to, refusing when that would touch a file with uncommitted changes.
-func (r *Repo) updateCheckout(ctx context.Context, co *checkout, from, to string) error {
+// checkCheckout checks that a checkout's index and files can move from
+// tree from to tree to without touching anything of the user's: no
+// operation in progress, no uncommitted change in a file the merge changes,
+// and no untracked or ignored file where the merge writes one (git's
+// read-tree would silently replace an ignored file). It returns the paths
+// the merge changes.
+func (r *Repo) checkCheckout(ctx context.Context, co *checkout, from, to string) ([]string, error) {
 	// Moving the branch under a merge, rebase, cherry-pick or revert in
 	// progress would corrupt it.
 	for _, f := range []string{"MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "rebase-merge", "rebase-apply"} {
 		if _, err := os.Lstat(filepath.Join(co.gitDir, f)); err == nil {
-			return fmt.Errorf("your checkout %s is in the middle of a %s; finish or abort it, then merge again with `agent merge`", co.path, inProgress(f))
+			return nil, fmt.Errorf("your checkout %s is in the middle of a %s; finish or abort it, then merge again with `agent merge`", co.path, inProgress(f))
+		}
+	}
+	out, err := r.g.out(ctx, r.CommonDir, "", "diff", "--no-ext-diff", "--no-textconv", "--no-renames", "--name-status", "-z", from, to, "--")
+	if err != nil {
+		return nil, fmt.Errorf("listing files the merge changes: %w", err)
+	}
+	var tset, added []string
+	f := lines(out, 0)
+	for i := 0; i+1 < len(f); i += 2 {
+		tset = append(tset, f[i+1])
+		if strings.HasPrefix(f[i], "A") {
+			added = append(added, f[i+1])
 		}
 	}
 	dirty, err := status(ctx, r.g, co.gitDir, co.path)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if len(dirty) > 0 {
-		touched, err := r.g.out(ctx, r.CommonDir, "", "diff", "--no-ext-diff", "--no-textconv", "--no-renames", "--name-only", "-z", from, to, "--")
-		if err != nil {
-			return fmt.Errorf("listing files the merge changes: %w", err)
-		}
-		var clash []string
-		tset := lines(touched, 0)
-		for _, d := range dirty {
-			d = strings.TrimSuffix(d, "/")
-			for _, t := range tset {
-				if t == d || strings.HasPrefix(t, d+"/") || strings.HasPrefix(d, t+"/") {
-					clash = append(clash, d)
-					break
-				}
+	var clash []string
+	for _, d := range dirty {
+		d = strings.TrimSuffix(d, "/")
+		for _, t := range tset {
+			if t == d || strings.HasPrefix(t, d+"/") || strings.HasPrefix(d, t+"/") {
+				clash = append(clash, d)
+				break
 			}
 		}
-		if len(clash) > 0 {
-			return &DirtyError{Checkout: co.path, Files: clash}
+	}
+	if len(clash) > 0 {
+		return nil, &DirtyError{Checkout: co.path, Files: clash}
+	}
+	// A file the merge adds must find its place empty; git status does not
+	// list ignored files, so look on disk (never following a symlink).
+	for _, a := range added {
+		if p := r.occupied(co.path, a, tset); p != "" && !slices.Contains(clash, p) {
+			clash = append(clash, p)
 		}
 	}
-	if _, err := r.g.out(ctx, co.gitDir, co.path, "read-tree", "-m", "-u", from, to); err != nil {
-		return fmt.Errorf("updating your checkout %s (nothing was changed): %w", co.path, err)
+	if len(clash) > 0 {
+		return nil, &UntrackedError{Checkout: co.path, Files: clash}
 	}
-	return nil
+	return tset, nil
+}
+
+// occupied returns what stands where the merge would create path in the
+// checkout root: the path itself, or a leading component that is not a
+// directory (unless the merge itself removes it); "" when the place is
+// free.
+func (r *Repo) occupied(root, path string, touched []string) string {
+	parts := strings.Split(path, "/")
+	for i := 1; i <= len(parts); i++ {
+		rel := strings.Join(parts[:i], "/")
+		fi, err := os.Lstat(filepath.Join(root, filepath.FromSlash(rel)))
+		if err != nil {
+			return ""
+		}
+		if i == len(parts) || !fi.IsDir() {
+			if i < len(parts) && slices.Contains(touched, rel) {
+				return ""
+			}
+			return rel
+		}
+	}
+	return ""
 }
 
 func inProgress(marker string) string {

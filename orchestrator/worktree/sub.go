@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 )
 
 // SnapshotFiles records the worktree's current files (tracked and
@@ -53,8 +54,35 @@ func (r *Repo) ApplyDiff(ctx context.Context, w *Worktree, from, to string) ([]s
 	// git apply refuses paths with .. or through symlinks (no
 	// --unsafe-paths), so the patch cannot write outside the worktree.
 	args := append(r.noFilters(ctx, w.GitDir), "apply", "--whitespace=nowarn")
-	if _, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, args: args, stdin: &patch, inWorkTree: true}); err != nil {
+	raw := patch.Bytes()
+	if _, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, args: args, stdin: bytes.NewReader(raw), inWorkTree: true}); err != nil {
+		// Applied already (a run killed after applying it is recovered):
+		// the reverse patch applies cleanly, so the files hold the change.
+		rev := append(r.noFilters(ctx, w.GitDir), "apply", "--whitespace=nowarn", "--check", "--reverse")
+		if _, rerr := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, args: rev, stdin: bytes.NewReader(raw), inWorkTree: true}); rerr == nil {
+			return paths, nil
+		}
 		return nil, fmt.Errorf("applying the changes: %w", err)
 	}
 	return paths, nil
+}
+
+// SubBranches lists the branches of a task's sub-agents (named
+// BRANCH-sub-ROUND-NAME) with their tips.
+func (r *Repo) SubBranches(ctx context.Context, branch string) (map[string]string, error) {
+	if err := r.CheckBranchName(ctx, branch); err != nil {
+		return nil, err
+	}
+	out, err := r.g.out(ctx, r.CommonDir, "", "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/"+branch+"-sub-*")
+	if err != nil {
+		return nil, fmt.Errorf("listing sub-agent branches: %w", err)
+	}
+	m := map[string]string{}
+	for _, l := range lines(out, '\n') {
+		id, ref, ok := strings.Cut(l, " ")
+		if ok {
+			m[strings.TrimPrefix(ref, "refs/heads/")] = id
+		}
+	}
+	return m, nil
 }

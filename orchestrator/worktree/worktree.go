@@ -72,7 +72,19 @@ func (r *Repo) Add(ctx context.Context, opts AddOptions) (*Worktree, error) {
 	}
 	args = append(args, "-b", opts.Branch, "--", opts.Path, opts.Start)
 	if _, err := r.g.out(ctx, r.CommonDir, r.Root, args...); err != nil {
+		// git creates the branch before the worktree and leaves it when
+		// the worktree fails (a full disk): undo both, so a failed start
+		// leaves nothing.
+		cctx := context.WithoutCancel(ctx)
 		_ = os.RemoveAll(opts.Path)
+		if gd, err := r.adminDirOf(opts.Path); err == nil {
+			_ = os.RemoveAll(gd)
+		}
+		if tip, _ := r.BranchTip(cctx, opts.Branch); tip != "" {
+			if start, _ := r.g.out(cctx, r.CommonDir, "", "rev-parse", "--verify", "-q", opts.Start+"^{commit}"); start == tip {
+				_ = r.DeleteBranch(cctx, opts.Branch, tip)
+			}
+		}
 		return nil, fmt.Errorf("creating worktree: %w", err)
 	}
 	w, err := r.adopt(opts.Path, opts.Branch)
@@ -278,6 +290,28 @@ func (r *Repo) DeleteBranch(ctx context.Context, branch, tip string) error {
 	}
 	if _, err := r.g.out(ctx, r.CommonDir, "", args...); err != nil {
 		return fmt.Errorf("deleting branch %s: %w", branch, err)
+	}
+	return nil
+}
+
+// IgnoredFiles lists the files in the worktree that .gitignore keeps out
+// of a commit (the agent created them: a checkout holds none). They are
+// never committed and go when the worktree is removed, so the review names
+// them.
+func (r *Repo) IgnoredFiles(ctx context.Context, w *Worktree) ([]string, error) {
+	args := append(r.noFilters(ctx, w.GitDir), "ls-files", "--others", "--ignored", "--exclude-standard", "-z")
+	out, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, args: args})
+	if err != nil {
+		return nil, fmt.Errorf("listing ignored files: %w", err)
+	}
+	return lines(string(out), 0), nil
+}
+
+// RemoveFiles deletes a task worktree's directory whose repository is
+// gone (no admin directory to remove), never following symlinks.
+func RemoveFiles(path string) error {
+	if err := removeAll(path); err != nil {
+		return fmt.Errorf("removing worktree %s: %w", path, err)
 	}
 	return nil
 }

@@ -74,6 +74,11 @@ type LLMConfig struct {
 	Parallel     int           `mapstructure:"parallel"`
 	GPUs         string        `mapstructure:"gpus"`
 	StartTimeout time.Duration `mapstructure:"start_timeout"`
+	// StallTimeout ends a reply that makes no progress for this long
+	// (keep-alive comments are not progress); ReplyTimeout bounds one reply.
+	// The task is then interrupted and can be resumed.
+	StallTimeout time.Duration `mapstructure:"stall_timeout"`
+	ReplyTimeout time.Duration `mapstructure:"reply_timeout"`
 }
 
 // AgentConfig configures the agent loop.
@@ -153,6 +158,8 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("llm.parallel", 2)
 	v.SetDefault("llm.gpus", "all")
 	v.SetDefault("llm.start_timeout", 300*time.Second)
+	v.SetDefault("llm.stall_timeout", 120*time.Second)
+	v.SetDefault("llm.reply_timeout", 30*time.Minute)
 	v.SetDefault("agent.max_iterations", 25)
 	v.SetDefault("agent.tool_mode", "auto")
 	v.SetDefault("agent.sub_agents", true)

@@ -79,6 +79,8 @@ func printCommands(w io.Writer, cmds []store.Command) {
 	for _, c := range cmds {
 		mark := "ok  "
 		switch {
+		case c.CutShort || c.Running:
+			mark = "CUT "
 		case c.TimedOut:
 			mark = "TIME"
 		case c.OOMKilled:

@@ -48,6 +48,10 @@ func Main(args []string, ios *IOStreams) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A reader that goes away (`agent task ... | head`) must not kill the
+	// process between a task's review and its decision: writes then fail
+	// with EPIPE instead, and the task still reaches a recorded state.
+	signal.Ignore(syscall.SIGPIPE)
 
 	root := NewCmdRoot(f)
 	root.SetArgs(args)

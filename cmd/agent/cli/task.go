@@ -215,12 +215,14 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 		Hooks: agent.Hooks{
 			SessionStart: cfg.Agent.Hooks.SessionStart, PreTool: cfg.Agent.Hooks.PreTool, PostTool: cfg.Agent.Hooks.PostTool,
 		},
-		LLMPort:   cfg.LLM.Port,
-		APIKey:    cfg.LLM.APIKey,
-		SubAgents: cfg.Agent.SubAgents,
-		Egress:    egress,
-		ToolMode:  agent.ToolMode(cfg.Agent.ToolMode),
-		Unsafe:    unsafeFromEnv(f),
+		LLMPort:         cfg.LLM.Port,
+		APIKey:          cfg.LLM.APIKey,
+		LLMStallTimeout: cfg.LLM.StallTimeout,
+		LLMReplyTimeout: cfg.LLM.ReplyTimeout,
+		SubAgents:       cfg.Agent.SubAgents,
+		Egress:          egress,
+		ToolMode:        agent.ToolMode(cfg.Agent.ToolMode),
+		Unsafe:          unsafeFromEnv(f),
 	})
 	if err != nil {
 		return nil, nil, err

@@ -256,10 +256,16 @@ changes (--yes skips that).`,
 			}
 			if !opts.Yes && opts.IO.CanPrompt() && !t.State.Final() {
 				commits, uncommitted, err := o.UnmergedWork(ctx, t)
-				if err != nil {
-					return err
+				unknown := err != nil
+				if unknown {
+					// Its repository may be gone: say so, and still ask.
+					fmt.Fprintf(opts.IO.ErrOut, "cannot tell what discarding task %s would lose: %s\n", t.ID, termSafe(err.Error()))
 				}
-				if commits > 0 || len(uncommitted) > 0 {
+				subs, _ := o.SubBranchesWithWork(ctx, t)
+				for _, sb := range subs {
+					fmt.Fprintf(opts.IO.ErrOut, "discarding also deletes sub-agent branch %s (%d commit(s) of its own)\n", sb.Branch, sb.Commits)
+				}
+				if unknown || commits > 0 || len(uncommitted) > 0 || len(subs) > 0 {
 					var sure bool
 					if err := runForm(newDiscardConfirm(commits, len(uncommitted), &sure), opts.IO.In, opts.IO.ErrOut); err != nil && !errors.Is(err, ErrCancelled) {
 						return err
@@ -298,6 +304,12 @@ func taskShellRun(ctx context.Context, opts *TaskRefOptions) error {
 	if err != nil {
 		return err
 	}
+	// Held for the whole shell: gc and resume leave its sandbox alone.
+	release, err := o.UseTask(t)
+	if err != nil {
+		return err
+	}
+	defer release()
 	sb, created, err := o.ShellSandbox(ctx, t)
 	if err != nil {
 		return err
@@ -373,10 +385,16 @@ func gcRun(ctx context.Context, opts *GCOptions) error {
 	for _, p := range rep.RemovedWorktrees {
 		fmt.Fprintf(w, "removed worktree %s\n", p)
 	}
+	for _, n := range rep.Recovered {
+		fmt.Fprintf(w, "recovered %s\n", n)
+	}
+	for _, b := range rep.RemovedBranches {
+		fmt.Fprintf(w, "deleted branch %s (merged)\n", b)
+	}
 	for _, k := range rep.Kept {
 		fmt.Fprintf(w, "kept %s\n", k)
 	}
-	if len(rep.Interrupted)+len(rep.RemovedContainers)+len(rep.RemovedWorktrees) == 0 {
+	if len(rep.Interrupted)+len(rep.RemovedContainers)+len(rep.RemovedWorktrees)+len(rep.Recovered)+len(rep.RemovedBranches) == 0 {
 		fmt.Fprintln(w, "nothing to clean up")
 	}
 	return nil
