@@ -240,7 +240,7 @@ func (s *chatSession) command(ctx context.Context, line string) (send string, qu
 				s.print("review: " + termSafe(err.Error()))
 			} else {
 				var b bytes.Buffer
-				printReview(&b, rv)
+				printReview(&b, rv, 0, colors{})
 				printSpeed(&b, t.Tokens)
 				s.print(termSafe(strings.TrimRight(b.String(), "\n")))
 			}

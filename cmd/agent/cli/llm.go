@@ -428,7 +428,7 @@ func (r *progressRenderer) stop() {
 // llama-server unchanged.
 func llamaServerArgs(cmd *cobra.Command, args []string) error {
 	if dash := cmd.ArgsLenAtDash(); dash != 0 && len(args) > 0 {
-		return fmt.Errorf("unexpected argument %q: llama-server arguments go after --", args[0])
+		return UsageErrorf("unexpected argument %q: llama-server arguments go after --", args[0])
 	}
 	return nil
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/localagent/agent/agent"
-	"github.com/localagent/agent/orchestrator"
 	"io"
 	"os"
 	"os/signal"
@@ -18,6 +16,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/localagent/agent/agent"
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
+	"github.com/localagent/agent/orchestrator"
 	"github.com/localagent/agent/policy"
 	"github.com/localagent/agent/sandbox"
 	"github.com/localagent/agent/sandbox/toolbox"
@@ -190,10 +191,15 @@ func sandboxCreateRun(ctx context.Context, opts *SandboxCreateOptions) error {
 	return nil
 }
 
+// writeJSON writes v as one indented JSON document, safe to print
+// (termtext.JSON).
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(termtext.JSON(b), '\n'))
+	return err
 }
 
 // SandboxExecOptions are the inputs of `agent sandbox exec`.
@@ -437,7 +443,7 @@ func sandboxListRun(ctx context.Context, opts *SandboxListOptions) error {
 	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tIMAGE\tUSER\tCREATED\tWORKSPACE")
 	for _, sb := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", shortID(sb.ID), sb.State, sb.Image, sb.User, age(sb.Created)+" ago", sb.Workspace)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", shortID(sb.ID), sb.State, termtext.Line(sb.Image), sb.User, age(sb.Created)+" ago", termtext.Path(sb.Workspace))
 	}
 	return tw.Flush()
 }

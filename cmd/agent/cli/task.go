@@ -12,6 +12,7 @@ import (
 
 	"github.com/localagent/agent/agent"
 	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"github.com/localagent/agent/orchestrator"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
@@ -231,6 +232,9 @@ func taskRun(ctx context.Context, opts *TaskOptions) error {
 	if approve == approveAsk && (opts.JSON || !opts.IO.CanPrompt()) {
 		return errNeedApprove("agent task")
 	}
+	if err := checkMergeable(ctx, approve, opts.Repo, opts.Base); err != nil {
+		return err
+	}
 	labels, err := parseLabelFlags(opts.Labels)
 	if err != nil {
 		return err
@@ -257,14 +261,56 @@ func taskRun(ctx context.Context, opts *TaskOptions) error {
 	return executeAndDecide(ctx, opts.IO, o, run, r, approve, opts.JSON)
 }
 
+// checkMergeable fails before a run that asks to merge when there is no
+// branch to merge into (a detached HEAD, a tag, a commit): finding out
+// after the whole run would waste it. Other problems with the repository
+// or the base are left to NewTask, which explains them.
+func checkMergeable(ctx context.Context, approve, repo, base string) error {
+	if approve != string(orchestrator.Merge) && approve != string(orchestrator.Squash) {
+		return nil
+	}
+	dir := repo
+	if dir == "" {
+		dir = "."
+	}
+	r, err := worktree.Open(ctx, dir)
+	if err != nil {
+		return nil
+	}
+	b, err := r.ResolveBase(ctx, base)
+	if err != nil || b.Branch != "" {
+		return nil
+	}
+	what := "HEAD is detached"
+	if base != "" {
+		what = fmt.Sprintf("the base %s is not a branch", termtext.Line(base))
+	}
+	return UsageErrorf("--approve %s: %s, so there is nothing to merge into: check out a branch, pass --base BRANCH, or use --approve keep", approve, what)
+}
+
 // executeAndDecide runs a task to its review and applies the decision.
 // Request changes in the review continues the task with the user's
-// message and comes back to the review.
-func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orchestrator, run *orchestrator.Run, r *eventRenderer, approve string, jsonOut bool) error {
+// message and comes back to the review. With --json its last line on
+// stdout is always the result object (taskResult), also when the run or
+// the decision failed.
+func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orchestrator, run *orchestrator.Run, r *eventRenderer, approve string, jsonOut bool) (err error) {
 	t := run.Task
-	human := ios.Out
+	var rv *orchestrator.Review
+	var out *orchestrator.Outcome
+	var gate *gateJSON
 	if jsonOut {
-		human = ios.ErrOut
+		defer func() {
+			res := newTaskResult(t, rv, out, err)
+			res.Gate = gate
+			if werr := writeJSONLine(ios.Out, res); werr != nil && err == nil {
+				err = werr
+			}
+			markJSONWritten(ios)
+		}()
+	}
+	human, tty := ios.Out, ios.OutTTY
+	if jsonOut {
+		human, tty = ios.ErrOut, ios.ErrTTY
 	}
 	for {
 		if err := run.Execute(ctx); err != nil {
@@ -275,26 +321,29 @@ func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orche
 			}
 			return err
 		}
-		rv, err := o.Review(ctx, t)
+		rv, err = o.Review(ctx, t)
 		if err != nil {
 			return err
 		}
 		r.Close()
-		printReview(human, rv)
+		printReview(human, rv, ios.Width(), colors{on: ios.Color(tty)})
 		printSpeed(human, t.Tokens)
 
 		var d orchestrator.Decision
 		var gateMsg string
-		var gateErr error
+		var gateErr, cancelled error
 		switch approve {
 		case approveAsk:
 			unmerged, uncommitted, err := o.UnmergedWork(ctx, t)
 			if err != nil {
 				return err
 			}
+			// Ctrl-C or Esc on the form keeps the branch (nothing is
+			// lost) and then exits 130 like any interrupted command.
 			var changes string
-			if d, changes, err = askReview(ios, rv, unmerged, len(uncommitted), true); err != nil {
-				return err
+			d, changes, cancelled = askReview(ios, rv, unmerged, len(uncommitted), true)
+			if cancelled != nil && !errors.Is(cancelled, ErrCancelled) {
+				return cancelled
 			}
 			if d == requestChanges {
 				if err := continueAfterReview(human, run, changes); err != nil {
@@ -305,32 +354,21 @@ func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orche
 			}
 		case approveMergeIfGreen, approveSquashIfGreen:
 			d, gateMsg, gateErr = gateDecision(approve, rv)
+			gate = &gateJSON{Passed: gateErr == nil, Message: gateMsg}
 		default:
 			d = orchestrator.Decision(approve)
 		}
-		out, derr := o.Decide(ctx, t, d, true)
-		if jsonOut {
-			res := map[string]any{"kind": "result", "task": t, "review": rv}
-			if derr == nil {
-				res["outcome"] = out
-			} else {
-				res["error"] = derr.Error()
-			}
-			if gateErr != nil {
-				res["gate"] = map[string]any{"passed": false, "message": gateMsg, "exit_code": ExitNotGreen}
-			}
-			if err := writeJSONLine(ios.Out, res); err != nil {
-				return err
-			}
-		}
+		res, derr := o.Decide(ctx, t, d, true)
 		if derr != nil {
 			return derr
 		}
-		fmt.Fprintln(human, out.Message)
+		out = &res
+		fmt.Fprintln(human, termtext.Text(res.Message))
 		if gateErr != nil {
 			fmt.Fprintln(ios.ErrOut, "agent: "+termSafe(gateMsg))
+			return gateErr
 		}
-		return gateErr
+		return cancelled
 	}
 }
 

@@ -200,7 +200,7 @@ func taskLogRun(_ context.Context, opts *TaskRefOptions) error {
 		}
 	}
 	fmt.Fprintln(w, "\n== commands ==")
-	printCommands(w, t.Commands)
+	printCommands(w, t.Commands, opts.IO.Width(), colors{on: opts.IO.Color(opts.IO.OutTTY)})
 	return nil
 }
 
