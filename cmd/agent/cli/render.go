@@ -26,9 +26,9 @@ const (
 type eventRenderer struct {
 	mu    sync.Mutex
 	mode  renderMode
-	w     io.Writer // human output
+	w     io.Writer        // human output
 	text  *termtext.Writer // streamed model text, escaped, onto w
-	jsonw io.Writer // JSON lines (renderJSON)
+	jsonw io.Writer        // JSON lines (renderJSON)
 	start time.Time
 
 	midLine   bool // streamed text left the cursor mid-line
