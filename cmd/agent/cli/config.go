@@ -57,9 +57,13 @@ type SandboxConfig struct {
 type LLMConfig struct {
 	// URL of an OpenAI-compatible server; empty means the managed
 	// llama-server on 127.0.0.1:Port.
-	URL          string        `mapstructure:"url"`
-	APIKey       string        `mapstructure:"api_key"`
-	Model        string        `mapstructure:"model"`
+	URL    string `mapstructure:"url"`
+	APIKey string `mapstructure:"api_key"`
+	// Model is the .gguf file `agent llm up` serves (and doctor checks).
+	Model string `mapstructure:"model"`
+	// ServedModel is the model name a task asks the server for ("" = the
+	// server's default): a name, not a file.
+	ServedModel  string        `mapstructure:"served_model"`
 	Image        string        `mapstructure:"image"`
 	Port         int           `mapstructure:"port"`
 	Ctx          int           `mapstructure:"ctx"`
@@ -137,6 +141,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("llm.url", "")
 	v.SetDefault("llm.api_key", "")
 	v.SetDefault("llm.model", "")
+	v.SetDefault("llm.served_model", "")
 	v.SetDefault("llm.image", "agent/llama-server:cpu")
 	v.SetDefault("llm.port", 8080)
 	v.SetDefault("llm.ctx", 16384)
@@ -250,6 +255,7 @@ var projectKeys = []string{
 	"sandbox.tmpfs",
 	"sandbox.shell",
 	"llm.model",
+	"llm.served_model",
 	"llm.ctx",
 	"llm.parallel",
 	"llm.gpus",

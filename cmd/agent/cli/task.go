@@ -94,10 +94,11 @@ status 3.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.Repo, "repo", "", "directory inside the git checkout to work on (default: the working directory)")
-	fl.StringVar(&opts.Base, "base", "", "ref the task branches from (default: HEAD)")
+	fl.StringVar(&opts.Repo, "repo", "", "`DIR` inside the git checkout to work on (default: the working directory)")
+	fl.StringVar(&opts.Base, "base", "", "`REF` the task branches from (default: HEAD)")
 	fl.StringVar(&opts.PromptFile, "prompt-file", "", "read the prompt from `FILE`")
-	fl.StringVar(&opts.Approve, "approve", approveAsk, "decision after review: ask, merge, squash, merge-if-green, squash-if-green, keep or discard")
+	fl.StringVar(&opts.Approve, "approve", approveAsk, "decision after review: `ask|merge|squash|merge-if-green|squash-if-green|keep|discard`")
+	_ = cmd.RegisterFlagCompletionFunc("approve", completeApprove)
 	fl.BoolVar(&opts.IncludeUncommitted, "include-uncommitted", false, "start from a snapshot of the checkout's uncommitted changes")
 	fl.BoolVar(&opts.JSON, "json", false, "stream events as JSON lines on stdout; the last line is the result")
 	opts.Run.add(cmd)
@@ -120,9 +121,9 @@ type RunFlags struct {
 
 func (rf *RunFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&rf.LLM, "llm", "", "model endpoint: URL of an OpenAI-compatible server, or script:FILE for a scripted model (config llm.url; default: the managed llama-server)")
-	fl.StringVar(&rf.Model, "model", "", "model name to request (config llm.model)")
-	fl.StringVar(&rf.Image, "image", "", "sandbox image (config sandbox.image)")
+	fl.StringVar(&rf.LLM, "llm", "", "model endpoint: `URL` of an OpenAI-compatible server, or script:FILE for a scripted model (config llm.url; default: the managed llama-server)")
+	fl.StringVar(&rf.Model, "model", "", "`NAME` of the served model to request (config llm.served_model)")
+	fl.StringVar(&rf.Image, "image", "", "sandbox `IMAGE` (config sandbox.image)")
 	fl.BoolVar(&rf.ShowThinking, "show-thinking", false, "show the model's thinking as it streams (it is always kept: agent log)")
 	fl.StringArrayVar(&rf.AllowHosts, "allow-host", nil, "let the sandbox reach `HOST[:PORT]` through the logged egress proxy (repeatable; *.example.com for subdomains; config sandbox.egress; default: no network at all)")
 }
@@ -139,7 +140,7 @@ func (rf *RunFlags) apply(cfg *Config) {
 		cfg.LLM.URL = rf.LLM
 	}
 	if rf.ModelSet {
-		cfg.LLM.Model = rf.Model
+		cfg.LLM.ServedModel = rf.Model
 	}
 	if rf.ImageSet {
 		cfg.Sandbox.Image = rf.Image
@@ -248,7 +249,7 @@ func taskRun(ctx context.Context, opts *TaskOptions) error {
 	}
 	run, err := o.NewTask(ctx, orchestrator.TaskOptions{
 		Prompt: opts.Prompt, RepoDir: opts.Repo, Base: opts.Base, IncludeUncommitted: opts.IncludeUncommitted,
-		LLM: cfg.LLM.URL, Model: cfg.LLM.Model, Image: cfg.Sandbox.Image,
+		LLM: cfg.LLM.URL, Model: cfg.LLM.ServedModel, Image: cfg.Sandbox.Image,
 	})
 	if err != nil {
 		return err
@@ -392,7 +393,10 @@ func NewCmdTaskResume(f *Factory, runF func(context.Context, *TaskResumeOptions)
 		Long: `Continue a task whose run was interrupted (Ctrl-C, a killed process, a
 crash) or failed: a fresh sandbox is created over the same worktree and the
 agent continues the same transcript. --llm overrides the task's endpoint.`,
-		Args: cobra.ExactArgs(1),
+		Example: `  agent resume 3f2a
+  agent resume 3f2a --llm http://127.0.0.1:8081 --approve keep`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeTaskIDs(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Task = args[0]
 			opts.Run.changed(cmd)
@@ -412,7 +416,8 @@ agent continues the same transcript. --llm overrides the task's endpoint.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.Approve, "approve", approveAsk, "decision after review: ask, merge, squash, merge-if-green, squash-if-green, keep or discard")
+	fl.StringVar(&opts.Approve, "approve", approveAsk, "decision after review: `ask|merge|squash|merge-if-green|squash-if-green|keep|discard`")
+	_ = cmd.RegisterFlagCompletionFunc("approve", completeApprove)
 	fl.BoolVar(&opts.JSON, "json", false, "stream events as JSON lines on stdout; the last line is the result")
 	opts.Run.add(cmd)
 	fl.StringArrayVar(&opts.Labels, "label", nil, "extra sandbox container label KEY=VALUE (repeatable)")
@@ -449,8 +454,8 @@ func taskResumeRun(ctx context.Context, opts *TaskResumeOptions) error {
 	if opts.Run.LLMSet || os.Getenv(envVar("llm.url")) != "" {
 		ro.LLM = cfg.LLM.URL
 	}
-	if opts.Run.ModelSet || os.Getenv(envVar("llm.model")) != "" {
-		ro.Model = cfg.LLM.Model
+	if opts.Run.ModelSet || os.Getenv(envVar("llm.served_model")) != "" {
+		ro.Model = cfg.LLM.ServedModel
 	}
 	run, err := o.Resume(ctx, opts.Task, ro)
 	if err != nil {
