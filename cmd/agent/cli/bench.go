@@ -31,6 +31,8 @@ func newCmdBench(f *Factory, runF func(context.Context, *BenchOptions) error) *c
 	cmd := &cobra.Command{
 		Use:   "bench [--json] [--iterations N] [--image IMG]",
 		Short: "Measure sandbox and tool-call latency",
+		Example: `  agent bench
+  agent bench --json --iterations 50`,
 		Long: `Measure, in one run on this machine, the sandbox ready time (create ->
 first tool call answered) against 'docker run --rm --network none IMG true',
 and tool-call latency (read_file of a small file, 'true' through the bash

@@ -69,6 +69,8 @@ func newCmdDoctor(f *Factory, runF func(context.Context, *DoctorOptions) error) 
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check that this machine can run tasks and the local model",
+		Example: `  agent doctor
+  agent doctor --json | jq '.checks[] | select(.verdict != "ok")'`,
 		Long: `Check the Docker engine (reachable, API version, seccomp, cgroups), the images,
 disk space, git, the toolbox binary, GPU readiness, the configured model file
 and the LLM server. Each check has a verdict (ok, warn, fail) and a fix.

@@ -132,9 +132,14 @@ review. It never touches your checkout without your consent.
   agent llm up --model ~/models/model.gguf     start the local model server
   agent task "add pagination"                  run a task -> reviewable branch
   agent tasks                                  list tasks`,
+		Example: `  agent doctor
+  agent task "fix the failing test in pkg/parse"
+  agent tasks --state kept`,
+		Version:       currentVersion().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &usageError{err: err, cmd: c.CommandPath()} })
 	root.AddCommand(
 		NewCmdVersion(f),
@@ -147,6 +152,21 @@ review. It never touches your checkout without your consent.
 		NewCmdEnv(f),
 	)
 	root.AddCommand(taskCommands(f)...)
+	// cobra's completion command, made now so it gets an example too.
+	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "completion":
+			c.Example = `  source <(agent completion bash)
+  agent completion zsh > "${fpath[1]}/_agent"`
+			for _, sh := range c.Commands() {
+				sh.Example = "  agent completion " + sh.Name() + " > agent." + sh.Name()
+			}
+		case "help":
+			c.Example = "  agent help task"
+		}
+	}
 	// Wrong argument counts are usage errors that name the missing or
 	// extra argument and the command's own help, as gh does; so are usage
 	// errors a command returns itself.

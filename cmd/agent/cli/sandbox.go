@@ -30,6 +30,9 @@ func NewCmdSandbox(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sandbox",
 		Short: "Create and use hardened workspace containers (debug surface)",
+		Example: `  id=$(agent sandbox create --workspace ./repo)
+  agent sandbox exec $id -- sh -c 'id; ls'
+  agent sandbox rm $id`,
 		Long: `Create, use and remove the hardened containers tasks run in.
 
 A sandbox mounts one host directory at /workspace, has no network, no
@@ -99,7 +102,9 @@ func NewCmdSandboxCreate(f *Factory, runF func(context.Context, *SandboxCreateOp
 	cmd := &cobra.Command{
 		Use:   "create --workspace DIR [--image IMG] [--json]",
 		Short: "Create a sandbox for a directory and print its id",
-		Args:  cobra.NoArgs,
+		Example: `  agent sandbox create --workspace ./repo
+  agent sandbox create -w ./repo --image agent/busybox:latest --json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Workspace == "" {
 				return UsageErrorf("--workspace DIR is required")
@@ -218,6 +223,8 @@ func NewCmdSandboxExec(f *Factory, runF func(context.Context, *SandboxExecOption
 	cmd := &cobra.Command{
 		Use:   "exec ID -- CMD...",
 		Short: "Run a command in a sandbox, streaming its output; exits with its code",
+		Example: `  agent sandbox exec 3f2a -- go test ./...
+  agent sandbox exec 3f2a -- sh`,
 		Long: `Run a command in a sandbox through the Docker exec API. Standard input is
 forwarded; a terminal is allocated when agent runs on one. The exit code is
 the command's.`,
@@ -349,6 +356,8 @@ func NewCmdSandboxTool(f *Factory, runF func(context.Context, *SandboxToolOption
 	cmd := &cobra.Command{
 		Use:   "tool ID NAME [JSON_ARGS]",
 		Short: "Run one agent tool in a sandbox and print its result as JSON",
+		Example: `  agent sandbox tool 3f2a read_file '{"path":"README.md","limit":20}'
+  agent sandbox tool 3f2a bash '{"command":"go test ./...","timeout":300}'`,
 		Long: `Run one agent tool (read_file, write_file, edit_file, multi_edit, list_dir,
 glob, grep, bash) in a sandbox exactly as the agent does, and print the
 result as a JSON object. Exits 1 when the tool reports an error.
@@ -414,7 +423,9 @@ func NewCmdSandboxList(f *Factory, runF func(context.Context, *SandboxListOption
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List sandboxes",
-		Args:    cobra.NoArgs,
+		Example: `  agent sandbox ls
+  agent sandbox ls --json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -438,7 +449,7 @@ func sandboxListRun(ctx context.Context, opts *SandboxListOptions) error {
 	if opts.JSON {
 		return writeJSON(opts.IO.Out, struct {
 			Sandboxes []*sandbox.Sandbox `json:"sandboxes"`
-		}{list})
+		}{nonNil(list)})
 	}
 	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tIMAGE\tUSER\tCREATED\tWORKSPACE")
@@ -453,6 +464,7 @@ type SandboxRemoveOptions struct {
 	IO      *IOStreams
 	Factory *Factory
 	IDs     []string
+	JSON    bool
 }
 
 // NewCmdSandboxRemove builds `agent sandbox rm`.
@@ -461,7 +473,9 @@ func NewCmdSandboxRemove(f *Factory, runF func(context.Context, *SandboxRemoveOp
 	cmd := &cobra.Command{
 		Use:   "rm ID...",
 		Short: "Kill and remove sandboxes (the workspace directory is kept)",
-		Args:  cobra.MinimumNArgs(1),
+		Example: `  agent sandbox rm 3f2a
+  agent sandbox rm $(agent sandbox ls --json | jq -r '.sandboxes[].id')`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.IDs = args
 			if runF != nil {
@@ -470,6 +484,7 @@ func NewCmdSandboxRemove(f *Factory, runF func(context.Context, *SandboxRemoveOp
 			return sandboxRemoveRun(cmd.Context(), opts)
 		},
 	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"removed": [ids]} as JSON`)
 	return cmd
 }
 
@@ -479,6 +494,7 @@ func sandboxRemoveRun(ctx context.Context, opts *SandboxRemoveOptions) error {
 		return err
 	}
 	var errs []error
+	removed := []string{}
 	for _, id := range opts.IDs {
 		sb, err := e.Get(ctx, id)
 		if err == nil {
@@ -488,7 +504,13 @@ func sandboxRemoveRun(ctx context.Context, opts *SandboxRemoveOptions) error {
 			errs = append(errs, err)
 			continue
 		}
-		fmt.Fprintln(opts.IO.Out, sb.ID)
+		removed = append(removed, sb.ID)
+		if !opts.JSON {
+			fmt.Fprintln(opts.IO.Out, sb.ID)
+		}
+	}
+	if opts.JSON && len(errs) == 0 {
+		return writeJSON(opts.IO.Out, map[string]any{"removed": removed})
 	}
 	return errors.Join(errs...)
 }

@@ -576,6 +576,7 @@ func NewCmdTaskShell(f *Factory, runF func(context.Context, *TaskRefOptions) err
 container, over the task's worktree at /workspace). When the task is not
 running, a sandbox is created for the shell and removed after it.`,
 		taskShellRun, runF)
+	cmd.Example = "  agent shell 3f2a"
 	cmd.Flags().StringArrayVar(&opts.Labels, "label", nil, "extra sandbox container label KEY=VALUE (repeatable)")
 	_ = cmd.Flags().MarkHidden("label")
 	return cmd
@@ -622,6 +623,8 @@ func NewCmdTaskGC(f *Factory, runF func(context.Context, *GCOptions) error) *cob
 	cmd := &cobra.Command{
 		Use:   "gc",
 		Short: "Reconcile sandboxes and worktrees with task records",
+		Example: `  agent gc
+  agent gc --json`,
 		Long: `Mark tasks whose agent process died as interrupted, remove sandbox
 containers of this state directory that no running task uses, and finish
 removing worktrees of merged or discarded tasks. gc never deletes a branch,
