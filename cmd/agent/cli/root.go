@@ -144,6 +144,7 @@ review. It never touches your checkout without your consent.
 	root.AddCommand(
 		NewCmdVersion(f),
 		NewCmdDoctor(f),
+		NewCmdConfig(f, nil),
 		NewCmdImages(f),
 		NewCmdSandbox(f),
 		NewCmdLLM(f),
