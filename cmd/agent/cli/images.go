@@ -164,10 +164,10 @@ func progressLine(e images.Event) string {
 // terminal it also keeps a status line under them showing the running
 // step and a ticking clock, so a minute of debootstrap never looks hung.
 func newProgress(ios *IOStreams) (images.ProgressFunc, func()) {
-	if !ios.ErrTTY {
+	if !ios.ErrTTY || ios.Dumb {
 		return progressPrinter(ios.ErrOut), func() {}
 	}
-	t := &ttyProgress{w: ios.ErrOut, status: statusLine{w: ios.ErrOut}}
+	t := &ttyProgress{w: ios.ErrOut, status: statusLine{w: ios.ErrOut, width: ios.Width}}
 	t.stopTick = redrawEvery(time.Second, &t.mu, t.redraw)
 	return t.event, t.stop
 }

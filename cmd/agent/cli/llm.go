@@ -431,7 +431,7 @@ type progressRenderer struct {
 }
 
 func newProgressRenderer(ios *IOStreams) *progressRenderer {
-	r := &progressRenderer{w: ios.ErrOut, tty: ios.ErrTTY, status: statusLine{w: ios.ErrOut}}
+	r := &progressRenderer{w: ios.ErrOut, tty: ios.ErrTTY && !ios.Dumb, status: statusLine{w: ios.ErrOut, width: ios.Width}}
 	if r.tty {
 		r.stopTick = redrawEvery(100*time.Millisecond, &r.mu, func() {
 			if r.status.up {
@@ -461,9 +461,9 @@ func (r *progressRenderer) Emit(e event.Event) {
 	r.status.clear()
 	switch e.Kind {
 	case event.Progress, event.Notice:
-		fmt.Fprintln(r.w, e.Text)
+		fmt.Fprintln(r.w, termtext.Text(e.Text))
 	case event.Error:
-		fmt.Fprintln(r.w, "error: "+e.Text)
+		fmt.Fprintln(r.w, "error: "+termtext.Text(e.Text))
 	}
 }
 

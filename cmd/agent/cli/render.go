@@ -38,6 +38,7 @@ type eventRenderer struct {
 	tools     int
 	running   string // the tool running now
 	stopTick  func() // ends the status line's clock (live mode)
+	dim       colors // styling of the status line (off under NO_COLOR)
 	now       func() time.Time
 
 	// showThinking prints the model's thinking (dimmed on a terminal).
@@ -51,11 +52,11 @@ type eventRenderer struct {
 // stderr (stdout stays for results and JSON).
 func newEventRenderer(ios *IOStreams, jsonOut bool) *eventRenderer {
 	r := &eventRenderer{w: ios.ErrOut, text: termtext.NewWriter(ios.ErrOut), jsonw: ios.Out,
-		status: statusLine{w: ios.ErrOut}, start: time.Now(), now: time.Now}
+		status: statusLine{w: ios.ErrOut, width: ios.Width}, start: time.Now(), now: time.Now, dim: colors{on: ios.Color(ios.ErrTTY)}}
 	switch {
 	case jsonOut:
 		r.mode = renderJSON
-	case ios.ErrTTY:
+	case ios.ErrTTY && !ios.Dumb:
 		r.mode = renderLive
 		// Elapsed time moves while the model thinks or a command runs.
 		r.stopTick = redrawEvery(200*time.Millisecond, &r.mu, r.drawStatus)
@@ -253,5 +254,5 @@ func (r *eventRenderer) drawStatus() {
 	}
 	s := fmt.Sprintf("%s %s · %s · %d tool calls · tokens %d in / %d out",
 		spinner[int(el/(100*time.Millisecond))%len(spinner)], el.Round(time.Second), what, r.tools, r.tokensIn, r.tokensOut)
-	r.status.draw("\x1b[2m" + s + "\x1b[0m")
+	r.status.draw(r.dim.Dim(s))
 }
