@@ -100,13 +100,16 @@ type outcomeJSON struct {
 	Commit   string `json:"commit"`
 	Checkout string `json:"checkout"`
 	Message  string `json:"message"`
+	// Notes are things to know about the result (e.g. an unsigned merge
+	// commit in a repository that signs its commits); [] when none.
+	Notes []string `json:"notes"`
 }
 
 func newOutcomeJSON(task string, o *orchestrator.Outcome) *outcomeJSON {
 	if o == nil {
 		return nil
 	}
-	return &outcomeJSON{Task: task, Decision: string(o.Decision), State: o.State, Commit: o.Commit, Checkout: o.Checkout, Message: o.Message}
+	return &outcomeJSON{Task: task, Decision: string(o.Decision), State: o.State, Commit: o.Commit, Checkout: o.Checkout, Message: o.Message, Notes: []string{}}
 }
 
 // errorJSON is the error object: {"error": {...}} on stdout when a --json

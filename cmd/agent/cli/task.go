@@ -299,10 +299,14 @@ func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orche
 	var rv *orchestrator.Review
 	var out *orchestrator.Outcome
 	var gate *gateJSON
+	var note string
 	if jsonOut {
 		defer func() {
 			res := newTaskResult(t, rv, out, err)
 			res.Gate = gate
+			if res.Outcome != nil && note != "" {
+				res.Outcome.Notes = append(res.Outcome.Notes, note)
+			}
 			if werr := writeJSONLine(ios.Out, res); werr != nil && err == nil {
 				err = werr
 			}
@@ -365,12 +369,31 @@ func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orche
 		}
 		out = &res
 		fmt.Fprintln(human, termtext.Text(res.Message))
+		if note = signingNote(ctx, t, &res); note != "" {
+			fmt.Fprintln(human, "note: "+termtext.Text(note))
+		}
 		if gateErr != nil {
 			fmt.Fprintln(ios.ErrOut, "agent: "+termSafe(gateMsg))
 			return gateErr
 		}
 		return cancelled
 	}
+}
+
+// signingNote says when a merge or squash commit is unsigned in a
+// repository that signs its commits: host git never runs the user's
+// signing program (DESIGN invariant 2), so the user should know and can
+// sign it themselves.
+func signingNote(ctx context.Context, t *store.Task, out *orchestrator.Outcome) string {
+	if out.Commit == "" || (out.Decision != orchestrator.Merge && out.Decision != orchestrator.Squash) {
+		return ""
+	}
+	r, err := worktree.Open(ctx, t.Repo)
+	if err != nil || r.ConfigValue(ctx, "commit.gpgsign") != "true" {
+		return ""
+	}
+	return fmt.Sprintf("the commit %.12s on %s is not signed although commit.gpgsign is set: agent never runs a signing program; "+
+		"to sign it, on %s: git commit --amend --no-edit -S", out.Commit, t.BaseBranch, t.BaseBranch)
 }
 
 // TaskResumeOptions are the inputs of `agent resume`.

@@ -471,10 +471,18 @@ also changes nothing and names the files.`,
 			if err != nil {
 				return err
 			}
+			note := signingNote(ctx, t, &out)
 			if opts.JSON {
-				return writeJSON(opts.IO.Out, newOutcomeJSON(t.ID, &out))
+				oj := newOutcomeJSON(t.ID, &out)
+				if note != "" {
+					oj.Notes = append(oj.Notes, note)
+				}
+				return writeJSON(opts.IO.Out, oj)
 			}
 			fmt.Fprintln(opts.IO.Out, termtext.Text(out.Message))
+			if note != "" {
+				fmt.Fprintln(opts.IO.ErrOut, "note: "+termtext.Text(note))
+			}
 			return nil
 		}, runF)
 	cmd.Example = `  agent merge 3f2a
