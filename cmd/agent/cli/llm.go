@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -183,7 +184,18 @@ func llmUpRun(ctx context.Context, opts *LLMUpOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.IO.Out, res)
+		// The status's fields, then what up adds to them.
+		b, err := json.Marshal(newLLMStatusJSON(&res.Status))
+		if err != nil {
+			return err
+		}
+		m := map[string]any{}
+		if err := json.Unmarshal(b, &m); err != nil {
+			return err
+		}
+		m["reused"], m["replaced"], m["restarted"] = res.Reused, res.Replaced, res.Restarted
+		m["warnings"], m["load_time_ns"] = nonNil(res.Warnings), res.LoadTime
+		return writeJSON(opts.IO.Out, m)
 	}
 	verb := "started"
 	switch {
@@ -248,7 +260,7 @@ func llmStatusRun(ctx context.Context, opts *LLMStatusOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "note: llm.url is set, so tasks use %s, not the managed server\n", cfg.LLM.URL)
 	}
 	if opts.JSON {
-		if err := writeJSON(opts.IO.Out, s); err != nil {
+		if err := writeJSON(opts.IO.Out, newLLMStatusJSON(s)); err != nil {
 			return err
 		}
 		markJSONWritten(opts.IO)
@@ -491,4 +503,16 @@ func llamaServerArgs(cmd *cobra.Command, args []string) error {
 		return UsageErrorf("unexpected argument %q: llama-server arguments go after --", args[0])
 	}
 	return nil
+}
+
+// llmStatusJSON is the status with every field present: lists [], a
+// start time of null when the server never started.
+type llmStatusJSON struct {
+	*llamaserver.Status
+	StartedAt *time.Time `json:"started_at"`
+}
+
+func newLLMStatusJSON(s *llamaserver.Status) llmStatusJSON {
+	s.Devices, s.Slots = nonNil(s.Devices), nonNil(s.Slots)
+	return llmStatusJSON{Status: s, StartedAt: timePtr(s.StartedAt)}
 }

@@ -207,8 +207,11 @@ func summarizeArgs(tool, args string) string {
 	}
 	for _, k := range []string{"command", "path", "pattern", "thought"} {
 		if v, ok := m[k].(string); ok && v != "" {
-			if k == "command" {
+			switch k {
+			case "command":
 				return "$ " + oneLine(v, 100)
+			case "path":
+				return fit(termtext.Path(v), 100)
 			}
 			return oneLine(v, 100)
 		}

@@ -87,9 +87,9 @@ func printReview(w io.Writer, rv *orchestrator.Review, width int, c colors) {
 	case rv.Tests == nil:
 		p.line("Tests: not run")
 	case rv.Tests.Passed:
-		p.line("Tests: %s (%s; %d test run(s))", c.Green("passed"), oneLine(rv.Tests.Command, 80), rv.Tests.Runs)
+		p.wrap("Tests: ", fmt.Sprintf("%s (%s; %d test run(s))", c.Green("passed"), oneLine(rv.Tests.Command, 80), rv.Tests.Runs))
 	default:
-		p.line("Tests: %s (%s exited %s; %d test run(s))", c.Red("FAILED"), oneLine(rv.Tests.Command, 80), exitText(rv.Tests.ExitCode), rv.Tests.Runs)
+		p.wrap("Tests: ", fmt.Sprintf("%s (%s exited %s; %d test run(s))", c.Red("FAILED"), oneLine(rv.Tests.Command, 80), exitText(rv.Tests.ExitCode), rv.Tests.Runs))
 	}
 	if n := rv.Network; len(n.Allow) == 0 {
 		p.line("Network: none (the sandbox had no network)")
@@ -146,4 +146,10 @@ func writeJSONLine(w io.Writer, v any) error {
 	}
 	_, err = w.Write(append(termtext.JSON(b), '\n'))
 	return err
+}
+
+// printOutcome writes what a decision did, wrapped to the width.
+func printOutcome(w io.Writer, message string, width int) {
+	p := &reviewPrinter{w: w, width: width}
+	p.wrap("", termtext.Line(message))
 }

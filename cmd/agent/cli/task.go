@@ -368,9 +368,9 @@ func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orche
 			return derr
 		}
 		out = &res
-		fmt.Fprintln(human, termtext.Text(res.Message))
+		printOutcome(human, res.Message, ios.Width())
 		if note = signingNote(ctx, t, &res); note != "" {
-			fmt.Fprintln(human, "note: "+termtext.Text(note))
+			printOutcome(human, "note: "+note, ios.Width())
 		}
 		if gateErr != nil {
 			fmt.Fprintln(ios.ErrOut, "agent: "+termSafe(gateMsg))
