@@ -37,6 +37,9 @@ func runScripts(t *testing.T, dir string) {
 	bin := Binaries(t)
 	testscript.Run(t, testscript.Params{
 		Dir: dir,
+		// AGENT_TEST_UPDATE_GOLDEN=1 rewrites the golden sections (cmp
+		// against stdout) of the scripts instead of failing.
+		UpdateScripts: os.Getenv("AGENT_TEST_UPDATE_GOLDEN") != "",
 		Setup: func(env *testscript.Env) error {
 			label := UniqueLabel(t) + "-" + filepath.Base(env.WorkDir)
 			env.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))

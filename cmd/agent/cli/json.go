@@ -58,6 +58,10 @@ type networkJSON struct {
 	EgressLog string   `json:"egress_log"`
 }
 
+func newCommandJSON(c store.Command) commandJSON {
+	return commandJSON{Command: c.Command, ExitCode: c.ExitCode, TimedOut: c.TimedOut, OOMKilled: c.OOMKilled, DurationMS: c.DurationMS}
+}
+
 func timePtr(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
@@ -78,7 +82,7 @@ func newTaskJSON(t *store.Task) *taskJSON {
 	}
 	cmds := make([]commandJSON, 0, len(t.Commands))
 	for _, c := range t.Commands {
-		cmds = append(cmds, commandJSON(c))
+		cmds = append(cmds, newCommandJSON(c))
 	}
 	return &taskJSON{
 		ID: t.ID, Prompt: t.Prompt, State: string(t.State), Error: t.Error,
@@ -142,11 +146,11 @@ func newErrorJSON(err error, interrupted bool) *errorJSON {
 
 // taskResult is the last line of `agent task --json` and `resume --json`.
 type taskResult struct {
-	Kind    string               `json:"kind"` // "result"
-	Task    *taskJSON            `json:"task"`
-	Review  *orchestrator.Review `json:"review"`
-	Outcome *outcomeJSON         `json:"outcome"`
-	Error   *errorJSON           `json:"error"`
+	Kind    string       `json:"kind"` // "result"
+	Task    *taskJSON    `json:"task"`
+	Review  *reviewJSON  `json:"review"`
+	Outcome *outcomeJSON `json:"outcome"`
+	Error   *errorJSON   `json:"error"`
 	// Gate is the test gate of --approve merge-if-green/squash-if-green,
 	// null for other decisions.
 	Gate *gateJSON `json:"gate"`
@@ -159,7 +163,7 @@ type gateJSON struct {
 }
 
 func newTaskResult(t *store.Task, rv *orchestrator.Review, out *orchestrator.Outcome, err error) taskResult {
-	res := taskResult{Kind: "result", Task: newTaskJSON(t), Review: rv, Error: newErrorJSON(err, errors.Is(err, ErrCancelled))}
+	res := taskResult{Kind: "result", Task: newTaskJSON(t), Review: newReviewJSON(rv), Error: newErrorJSON(err, errors.Is(err, ErrCancelled))}
 	if t != nil {
 		res.Outcome = newOutcomeJSON(t.ID, out)
 	}
@@ -169,3 +173,82 @@ func newTaskResult(t *store.Task, rv *orchestrator.Review, out *orchestrator.Out
 // markJSONWritten records that the command already printed its final
 // JSON (with any error in it), so Main does not add an error object.
 func markJSONWritten(ios *IOStreams) { ios.jsonDone = true }
+
+// reviewJSON is a task's review.
+type reviewJSON struct {
+	Task        string        `json:"task"`
+	Prompt      string        `json:"prompt"`
+	State       string        `json:"state"`
+	Branch      string        `json:"branch"`
+	Base        string        `json:"base"`
+	BaseBranch  string        `json:"base_branch"`
+	BaseMoved   bool          `json:"base_moved"`
+	Commits     []commitJSON  `json:"commits"`
+	Stat        statJSON      `json:"stat"`
+	Unmerged    int           `json:"unmerged"`
+	Uncommitted []string      `json:"uncommitted"`
+	Commands    []commandJSON `json:"commands"`
+	Tests       *testsJSON    `json:"tests"`
+	Network     networkJSON   `json:"network"`
+	Warnings    []string      `json:"warnings"`
+	Result      string        `json:"result"`
+	Model       string        `json:"model"`
+	Tokens      store.Tokens  `json:"tokens"`
+	Worktree    string        `json:"worktree"`
+}
+
+type commitJSON struct {
+	ID      string `json:"id"`
+	Subject string `json:"subject"`
+	Author  string `json:"author"`
+}
+
+type statJSON struct {
+	Files   []fileJSON `json:"files"`
+	Added   int        `json:"added"`
+	Deleted int        `json:"deleted"`
+}
+
+type fileJSON struct {
+	Path       string `json:"path"`
+	Status     string `json:"status"`
+	Added      int    `json:"added"`
+	Deleted    int    `json:"deleted"`
+	Binary     bool   `json:"binary"`
+	Mode       string `json:"mode"`
+	LinkTarget string `json:"link_target"`
+}
+
+type testsJSON struct {
+	Command  string `json:"command"`
+	ExitCode *int   `json:"exit_code"`
+	Passed   bool   `json:"passed"`
+	Runs     int    `json:"runs"`
+}
+
+func newReviewJSON(rv *orchestrator.Review) *reviewJSON {
+	if rv == nil {
+		return nil
+	}
+	out := &reviewJSON{
+		Task: rv.Task, Prompt: rv.Prompt, State: rv.State, Branch: rv.Branch, Base: rv.Base, BaseBranch: rv.BaseBranch,
+		BaseMoved: rv.BaseMoved, Commits: []commitJSON{}, Stat: statJSON{Files: []fileJSON{}, Added: rv.Stat.Added, Deleted: rv.Stat.Deleted},
+		Unmerged: rv.Unmerged, Uncommitted: nonNil(rv.Uncommitted), Commands: []commandJSON{},
+		Network:  networkJSON{Allow: nonNil(rv.Network.Allow), Allowed: rv.Network.Allowed, Denied: rv.Network.Denied, EgressLog: rv.Network.EgressLog},
+		Warnings: nonNil(rv.Warnings), Result: rv.Result, Model: rv.Model, Tokens: rv.Tokens, Worktree: rv.Worktree,
+	}
+	for _, c := range rv.Commits {
+		out.Commits = append(out.Commits, commitJSON{ID: c.ID, Subject: c.Subject, Author: c.Author})
+	}
+	for _, f := range rv.Stat.Files {
+		out.Stat.Files = append(out.Stat.Files, fileJSON{Path: f.Path, Status: f.Status, Added: f.Added, Deleted: f.Deleted,
+			Binary: f.Binary, Mode: f.Mode, LinkTarget: f.LinkTarget})
+	}
+	for _, c := range rv.Commands {
+		out.Commands = append(out.Commands, newCommandJSON(c))
+	}
+	if rv.Tests != nil {
+		out.Tests = &testsJSON{Command: rv.Tests.Command, ExitCode: rv.Tests.ExitCode, Passed: rv.Tests.Passed, Runs: rv.Tests.Runs}
+	}
+	return out
+}

@@ -223,7 +223,19 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 	return o, cfg, nil
 }
 
-func taskRun(ctx context.Context, opts *TaskOptions) error {
+// jsonResultOnError makes a --json task run that fails before it has a
+// task (bad flags, no model, no repository) still end its JSON lines with
+// a result line carrying the error.
+func jsonResultOnError(ios *IOStreams, jsonOut bool, err *error) {
+	if !jsonOut || *err == nil || ios.jsonDone {
+		return
+	}
+	_ = writeJSONLine(ios.Out, newTaskResult(nil, nil, nil, *err))
+	markJSONWritten(ios)
+}
+
+func taskRun(ctx context.Context, opts *TaskOptions) (err error) {
+	defer jsonResultOnError(opts.IO, opts.JSON, &err)
 	approve, err := parseApprove(opts.Approve)
 	if err != nil {
 		return err
@@ -448,7 +460,8 @@ agent continues the same transcript. --llm overrides the task's endpoint.`,
 	return cmd
 }
 
-func taskResumeRun(ctx context.Context, opts *TaskResumeOptions) error {
+func taskResumeRun(ctx context.Context, opts *TaskResumeOptions) (err error) {
+	defer jsonResultOnError(opts.IO, opts.JSON, &err)
 	approve, err := parseApprove(opts.Approve)
 	if err != nil {
 		return err
