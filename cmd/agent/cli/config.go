@@ -340,6 +340,15 @@ func checkKey(key string) error {
 		}
 	}
 	if best == "" {
+		// A cut-short key (agent.max_iter -> agent.max_iterations).
+		for _, k := range known {
+			if strings.HasPrefix(k, key) {
+				best = k
+				break
+			}
+		}
+	}
+	if best == "" {
 		// Same last part under another section (memory -> sandbox.memory).
 		last := key[strings.LastIndex(key, ".")+1:]
 		for _, k := range known {
