@@ -8,7 +8,7 @@
 # the demo repository, or with --all) shows it afterwards. The demo
 # repository lives in one fixed place, $XDG_CACHE_HOME/agent/demo (default
 # ~/.cache/agent/demo), and is replaced on every run; the previous demo's
-# tasks that are still open are discarded first.
+# tasks that are still open are discarded first and its records pruned.
 #
 #   AGENT=bin/agent bash demo/run.sh
 set -euo pipefail
@@ -25,6 +25,8 @@ if [ -d "$repo/.git" ]; then
     # shellcheck disable=SC2086
     "$AGENT" discard --yes $open >/dev/null
   fi
+  # Their records go too: the repository they belong to is replaced.
+  "$AGENT" tasks prune --repo "$repo" --merged --older-than 0 >/dev/null 2>&1 || true
 fi
 rm -rf "$work"
 mkdir -p "$work"

@@ -258,6 +258,7 @@ type TasksPruneOptions struct {
 	Factory   *Factory
 	OlderThan time.Duration
 	Merged    bool
+	Repo      string
 	DryRun    bool
 	JSON      bool
 }
@@ -284,12 +285,13 @@ branches and worktrees are already gone; nothing in a repository changes.`,
 	fl := cmd.Flags()
 	fl.DurationVar(&opts.OlderThan, "older-than", 7*24*time.Hour, "only tasks last changed longer ago than this (e.g. 72h, 0 for all)")
 	fl.BoolVar(&opts.Merged, "merged", false, "prune merged tasks too")
+	fl.StringVar(&opts.Repo, "repo", "", "only tasks of the git checkout holding `DIR`")
 	fl.BoolVarP(&opts.DryRun, "dry-run", "n", false, "only say what would be removed")
 	fl.BoolVar(&opts.JSON, "json", false, `print {"pruned": [ids], "dry_run": bool} as JSON`)
 	return cmd
 }
 
-func tasksPruneRun(_ context.Context, opts *TasksPruneOptions) error {
+func tasksPruneRun(ctx context.Context, opts *TasksPruneOptions) error {
 	o, cfg, err := newOrchestrator(opts.Factory, event.Discard, nil, nil)
 	if err != nil {
 		return err
@@ -298,8 +300,19 @@ func tasksPruneRun(_ context.Context, opts *TasksPruneOptions) error {
 	if err != nil {
 		return err
 	}
+	repoDir := ""
+	if opts.Repo != "" {
+		r, err := worktree.Open(ctx, opts.Repo)
+		if err != nil {
+			return UsageErrorf("--repo %s: %v", opts.Repo, err)
+		}
+		repoDir = r.CommonDir
+	}
 	pruned := []string{}
 	for _, t := range ts {
+		if repoDir != "" && !sameDir(t.RepoGitDir, repoDir) {
+			continue
+		}
 		if !(t.State == store.Discarded || (opts.Merged && t.State == store.Merged)) || time.Since(t.Updated) < opts.OlderThan {
 			continue
 		}
