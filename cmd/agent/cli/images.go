@@ -11,8 +11,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/localagent/agent/images"
 	"github.com/spf13/cobra"
+
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
+	"github.com/localagent/agent/images"
 )
 
 // NewCmdImages builds `agent images`.
@@ -157,7 +159,7 @@ func progressLine(e images.Event) string {
 	if e.Elapsed > 0 {
 		suffix = fmt.Sprintf(" (%s)", e.Elapsed.Round(100*time.Millisecond))
 	}
-	return fmt.Sprintf("%s%s: %s%s", prefix, e.Step, e.Message, suffix)
+	return fmt.Sprintf("%s%s: %s%s", termtext.Line(prefix), termtext.Line(e.Step), termtext.Line(e.Message), suffix)
 }
 
 // newProgress returns plain lines when stderr is not a terminal. On a

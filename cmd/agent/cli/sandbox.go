@@ -187,7 +187,7 @@ func sandboxCreateRun(ctx context.Context, opts *SandboxCreateOptions) error {
 	}
 	sb.Close()
 	if sb.Notice != "" {
-		fmt.Fprintln(opts.IO.ErrOut, "agent: "+sb.Notice)
+		fmt.Fprintln(opts.IO.ErrOut, "agent: "+termtext.Text(sb.Notice))
 	}
 	if opts.JSON {
 		return writeJSON(opts.IO.Out, sb)
@@ -398,7 +398,7 @@ func sandboxToolRun(ctx context.Context, opts *SandboxToolOptions) error {
 		return err
 	}
 	if resp.IsError {
-		fmt.Fprintf(opts.IO.ErrOut, "agent: %s failed: %s\n", opts.Tool, firstLine(resp.Output))
+		fmt.Fprintf(opts.IO.ErrOut, "agent: %s failed: %s\n", termtext.Line(opts.Tool), termtext.Line(firstLine(resp.Output)))
 		return &ExitCodeError{Code: ExitError}
 	}
 	return nil
