@@ -53,8 +53,9 @@ func cmdJSONKeys(ts *testscript.TestScript, neg bool, args []string) {
 	fmt.Fprintln(ts.Stdout(), strings.Join(keys, "\n"))
 }
 
-// keyPaths collects "a.b", "a.list[]", "a.list[].c". A null list or
-// object is "a.b=null" so a golden file shows it (lists must be []).
+// keyPaths collects "a.b", "a.list[]", "a.list[].c". A null list has no
+// "[]" entry, so a golden file tells it from an empty one. The keys of a
+// "labels" map are data, not shape, and are left out.
 func keyPaths(v any, prefix string, set map[string]bool) {
 	switch x := v.(type) {
 	case map[string]any:
@@ -64,6 +65,9 @@ func keyPaths(v any, prefix string, set map[string]bool) {
 				p = prefix + "." + k
 			}
 			set[p] = true
+			if k == "labels" {
+				continue // a map of arbitrary keys, not part of the shape
+			}
 			keyPaths(val, p, set)
 		}
 	case []any:

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"time"
 
+	"github.com/localagent/agent/images"
 	"github.com/localagent/agent/orchestrator"
 	"github.com/localagent/agent/orchestrator/store"
+	"github.com/localagent/agent/sandbox"
 )
 
 // The JSON shapes commands print with --json. They are the stable surface
@@ -251,4 +253,42 @@ func newReviewJSON(rv *orchestrator.Review) *reviewJSON {
 		out.Tests = &testsJSON{Command: rv.Tests.Command, ExitCode: rv.Tests.ExitCode, Passed: rv.Tests.Passed, Runs: rv.Tests.Runs}
 	}
 	return out
+}
+
+// sandboxJSON is one sandbox (sandbox create --json, sandbox ls --json).
+type sandboxJSON struct {
+	ID        string            `json:"id"`
+	Name      string            `json:"name"`
+	Image     string            `json:"image"`
+	Workspace string            `json:"workspace"`
+	User      string            `json:"user"`
+	State     string            `json:"state"`
+	Created   time.Time         `json:"created"`
+	Labels    map[string]string `json:"labels"`
+	Notice    string            `json:"notice"`
+}
+
+func newSandboxJSON(sb *sandbox.Sandbox) sandboxJSON {
+	labels := sb.Labels
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	return sandboxJSON{ID: sb.ID, Name: sb.Name, Image: sb.Image, Workspace: sb.Workspace, User: sb.User,
+		State: sb.State, Created: sb.Created, Labels: labels, Notice: sb.Notice}
+}
+
+// imageJSON is one project image (images list --json); id, size,
+// created and build are zero values when the image is missing.
+type imageJSON struct {
+	Name    string     `json:"name"`
+	Ref     string     `json:"ref"`
+	Present bool       `json:"present"`
+	ID      string     `json:"id"`
+	Size    int64      `json:"size"`
+	Created *time.Time `json:"created"`
+	Build   string     `json:"build"`
+}
+
+func newImageJSON(im images.Info) imageJSON {
+	return imageJSON{Name: im.Name, Ref: im.Ref, Present: im.Present, ID: im.ID, Size: im.Size, Created: timePtr(im.Created), Build: im.Build}
 }

@@ -190,7 +190,7 @@ func sandboxCreateRun(ctx context.Context, opts *SandboxCreateOptions) error {
 		fmt.Fprintln(opts.IO.ErrOut, "agent: "+termtext.Text(sb.Notice))
 	}
 	if opts.JSON {
-		return writeJSON(opts.IO.Out, sb)
+		return writeJSON(opts.IO.Out, newSandboxJSON(sb))
 	}
 	fmt.Fprintln(opts.IO.Out, sb.ID)
 	return nil
@@ -447,9 +447,11 @@ func sandboxListRun(ctx context.Context, opts *SandboxListOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.IO.Out, struct {
-			Sandboxes []*sandbox.Sandbox `json:"sandboxes"`
-		}{nonNil(list)})
+		out := make([]sandboxJSON, 0, len(list))
+		for _, sb := range list {
+			out = append(out, newSandboxJSON(sb))
+		}
+		return writeJSON(opts.IO.Out, map[string]any{"sandboxes": out})
 	}
 	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tIMAGE\tUSER\tCREATED\tWORKSPACE")
