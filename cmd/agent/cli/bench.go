@@ -52,9 +52,9 @@ docker run.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as one JSON object")
-	cmd.Flags().IntVarP(&opts.Iterations, "iterations", "n", 8, "sandboxes created (tool-call samples scale with it)")
-	cmd.Flags().StringVar(&opts.Image, "image", sandbox.BenchImage, "image to benchmark with")
-	cmd.Flags().StringArrayVar(&opts.Labels, "label", nil, "extra label KEY=VALUE on every container the benchmark makes (repeatable)")
+	cmd.Flags().IntVarP(&opts.Iterations, "iterations", "n", 8, "`N` sandboxes created (tool-call samples scale with it)")
+	cmd.Flags().StringVar(&opts.Image, "image", sandbox.BenchImage, "`IMAGE` to benchmark with")
+	cmd.Flags().StringArrayVar(&opts.Labels, "label", nil, "extra label `KEY=VALUE` on every container the benchmark makes (repeatable)")
 	return cmd
 }
 

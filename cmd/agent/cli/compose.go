@@ -57,7 +57,7 @@ compose specification's loader before it is written.`,
 		},
 	}
 	lf = addLLMFlags(cmd)
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "write to FILE instead of standard output")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "write to `FILE` instead of standard output")
 	return cmd
 }
 

@@ -98,7 +98,7 @@ host's apt mirror, else ` + images.DefaultMirror + `.`,
   agent images build llama-server --mirror http://mirror.internal/debian`
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "rebuild even when the image is present")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"images": [{"name", "ref", "id", "skipped", "size", "duration_ms"}]} as JSON`)
-	cmd.Flags().StringVar(&opts.Mirror, "mirror", "", "Debian mirror URL for debootstrap (default: config images.mirror, the host's apt mirror, or deb.debian.org)")
+	cmd.Flags().StringVar(&opts.Mirror, "mirror", "", "Debian mirror `URL` for debootstrap (default: config images.mirror, the host's apt mirror, or deb.debian.org)")
 	return cmd
 }
 

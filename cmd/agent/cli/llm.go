@@ -58,11 +58,11 @@ func addLLMFlags(cmd *cobra.Command) *llmFlags {
 	fl := cmd.Flags()
 	fl.String("model", "", "the .gguf model `FILE` (config llm.model)")
 	fl.String("gpus", "", "`all|none|amd|IDS`: NVIDIA ids like 0,1 (config llm.gpus, default all)")
-	fl.Int("ctx", 0, "total context in tokens, shared by the slots (config llm.ctx, default 16384)")
-	fl.Int("parallel", 0, "parallel slots, each gets ctx/parallel tokens (config llm.parallel, default 2)")
-	fl.Int("port", 0, "port on 127.0.0.1 (config llm.port, default 8080)")
+	fl.Int("ctx", 0, "total context in `TOKENS`, shared by the slots (config llm.ctx, default 16384)")
+	fl.Int("parallel", 0, "`N` parallel slots, each gets ctx/parallel tokens (config llm.parallel, default 2)")
+	fl.Int("port", 0, "`PORT` on 127.0.0.1 (config llm.port, default 8080)")
 	fl.String("image", "", "llama-server `IMAGE` (config llm.image, default agent/llama-server:cpu)")
-	fl.Duration("start-timeout", 0, "how long to wait for the model to load (config llm.start_timeout, default 5m)")
+	fl.Duration("start-timeout", 0, "how long to wait for the model to load, e.g. `5m` (config llm.start_timeout, default 5m)")
 	_ = cmd.RegisterFlagCompletionFunc("gpus", cobra.FixedCompletions([]string{"all", "none", "amd", "0", "0,1"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("model", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		return []cobra.Completion{"gguf"}, cobra.ShellCompDirectiveFilterFileExt

@@ -119,18 +119,18 @@ func NewCmdSandboxCreate(f *Factory, runF func(context.Context, *SandboxCreateOp
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&opts.Workspace, "workspace", "w", "", "host directory to mount at /workspace")
+	fl.StringVarP(&opts.Workspace, "workspace", "w", "", "host `DIR` to mount at /workspace")
 	fl.BoolVar(&opts.JSON, "json", false, "print a JSON object instead of the id")
-	fl.StringArrayVar(&opts.Labels, "label", nil, "extra container label KEY=VALUE (repeatable)")
-	fl.StringVarP(&opts.User, "user", "u", "", "UID:GID to run as (default: yours; when you are root, the workspace owner or an unprivileged uid)")
-	fl.String("image", "", "sandbox image (config sandbox.image)")
-	fl.String("memory", "", "memory limit, e.g. 4g (config sandbox.memory)")
-	fl.Float64("cpus", 0, "CPU limit in cores (config sandbox.cpus)")
-	fl.Int64("pids", 0, "process limit (config sandbox.pids)")
-	fl.String("tmpfs", "", "size of /tmp and the home tmpfs (config sandbox.tmpfs)")
-	fl.String("runtime", "", "OCI runtime, e.g. runsc (config sandbox.runtime)")
-	fl.String("toolbox", "", "path of the agent-toolbox binary (config sandbox.toolbox)")
-	fl.String("seccomp", "", "seccomp profile: default (the engine's) or strict (a tighter allowlist) (config sandbox.seccomp)")
+	fl.StringArrayVar(&opts.Labels, "label", nil, "extra container label `KEY=VALUE` (repeatable)")
+	fl.StringVarP(&opts.User, "user", "u", "", "`UID:GID` to run as (default: yours; when you are root, the workspace owner or an unprivileged uid)")
+	fl.String("image", "", "sandbox `IMAGE` (config sandbox.image)")
+	fl.String("memory", "", "memory limit `SIZE`, e.g. 4g (config sandbox.memory)")
+	fl.Float64("cpus", 0, "CPU limit in `CORES` (config sandbox.cpus)")
+	fl.Int64("pids", 0, "process limit, `N` (config sandbox.pids)")
+	fl.String("tmpfs", "", "`SIZE` of /tmp and the home tmpfs (config sandbox.tmpfs)")
+	fl.String("runtime", "", "OCI `RUNTIME`, e.g. runsc (config sandbox.runtime)")
+	fl.String("toolbox", "", "`PATH` of the agent-toolbox binary (config sandbox.toolbox)")
+	fl.String("seccomp", "", "seccomp profile, `default|strict`: the engine's, or the project's tighter allowlist (config sandbox.seccomp)")
 	for _, k := range []string{"image", "memory", "cpus", "pids", "tmpfs", "runtime", "toolbox", "seccomp"} {
 		f.BindFlag("sandbox."+k, fl.Lookup(k))
 	}
@@ -240,8 +240,8 @@ the command's.`,
 			return sandboxExecRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.User, "user", "u", "", "uid[:gid] to run as (default: the sandbox user)")
-	cmd.Flags().StringVar(&opts.Workdir, "workdir", "", "working directory inside the sandbox (default /workspace)")
+	cmd.Flags().StringVarP(&opts.User, "user", "u", "", "`UID[:GID]` to run as (default: the sandbox user)")
+	cmd.Flags().StringVar(&opts.Workdir, "workdir", "", "working `DIR` inside the sandbox (default /workspace)")
 	return cmd
 }
 

@@ -121,7 +121,7 @@ unique prefix. Records of discarded tasks are removed by ` + "`agent tasks prune
 	fl.BoolVar(&opts.JSON, "json", false, `print {"tasks": [...]} as JSON`)
 	fl.BoolVarP(&opts.Quiet, "quiet", "q", false, "print task ids only")
 	fl.BoolVarP(&opts.All, "all", "a", false, "every repository and every state, discarded tasks included")
-	fl.StringSliceVarP(&opts.States, "state", "s", nil, "only tasks in these states: "+strings.Join(taskStates, "|")+" (repeatable or comma-separated)")
+	fl.StringSliceVarP(&opts.States, "state", "s", nil, "only tasks in these `STATES`: "+strings.Join(taskStates, ", ")+" (repeatable or comma-separated)")
 	fl.StringVar(&opts.Repo, "repo", "", "only tasks of the git checkout holding `DIR`")
 	_ = cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions(taskStates, cobra.ShellCompDirectiveNoFileComp))
 	cmd.AddCommand(NewCmdTasksPrune(f, nil))
@@ -283,7 +283,7 @@ branches and worktrees are already gone; nothing in a repository changes.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.DurationVar(&opts.OlderThan, "older-than", 7*24*time.Hour, "only tasks last changed longer ago than this (e.g. 72h, 0 for all)")
+	fl.DurationVar(&opts.OlderThan, "older-than", 7*24*time.Hour, "only tasks last changed longer ago than `DURATION` (e.g. 72h, 0 for all)")
 	fl.BoolVar(&opts.Merged, "merged", false, "prune merged tasks too")
 	fl.StringVar(&opts.Repo, "repo", "", "only tasks of the git checkout holding `DIR`")
 	fl.BoolVarP(&opts.DryRun, "dry-run", "n", false, "only say what would be removed")
