@@ -31,7 +31,7 @@ func parseApprove(s string) (string, error) {
 // errNeedApprove is the answer when a decision is needed and nobody can be
 // asked: never prompt without a terminal.
 func errNeedApprove(what string) error {
-	return UsageErrorf("%s needs a decision but stdin/stdout is not a terminal, so no form can be shown: pass --approve merge|squash|keep|discard (or merge-if-green|squash-if-green: merge only when the last test run passed)", what)
+	return UsageErrorf("%s needs a decision but stdin/stdout is not a terminal (or TERM is dumb), so no form can be shown: pass --approve merge|squash|keep|discard (or merge-if-green|squash-if-green: merge only when the last test run passed)", what)
 }
 
 // formKeyMap makes Esc abort the form like Ctrl-C does (both keep the branch).
