@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -392,6 +394,23 @@ func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orche
 	}
 }
 
+// userSignsCommits reports whether the user's git signs commits in repo
+// (commit.gpgsign from any of their config files). The orchestrator's own
+// git overrides that setting on every run, so it is read here with plain
+// git config, which runs no hook, filter or signing program.
+func userSignsCommits(ctx context.Context, repo string) bool {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, "git", "-C", repo, "config", "--type=bool", "--get", "commit.gpgsign")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIT_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	out, err := cmd.Output()
+	return err == nil && strings.TrimSpace(string(out)) == "true"
+}
+
 // signingNote says when a merge or squash commit is unsigned in a
 // repository that signs its commits: host git never runs the user's
 // signing program (DESIGN invariant 2), so the user should know and can
@@ -400,8 +419,7 @@ func signingNote(ctx context.Context, t *store.Task, out *orchestrator.Outcome) 
 	if out.Commit == "" || (out.Decision != orchestrator.Merge && out.Decision != orchestrator.Squash) {
 		return ""
 	}
-	r, err := worktree.Open(ctx, t.Repo)
-	if err != nil || r.ConfigValue(ctx, "commit.gpgsign") != "true" {
+	if !userSignsCommits(ctx, t.Repo) {
 		return ""
 	}
 	return fmt.Sprintf("the commit %.12s on %s is not signed although commit.gpgsign is set: agent never runs a signing program; "+
