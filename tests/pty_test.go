@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -110,6 +111,92 @@ func TestApprovalFormCtrlCExits130(t *testing.T) {
 			}
 			if Git(t, repo, "branch", "--list", "agent/*") == "" {
 				t.Error("the branch is gone")
+			}
+		})
+	}
+}
+
+// runOnPTY runs agent with a terminal as stdin, stdout and stderr and
+// returns everything it wrote and its exit code.
+func runOnPTY(t *testing.T, env *AgentEnv, dir string, extraEnv []string, args ...string) (string, int) {
+	t.Helper()
+	master, slave := openPTY(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := env.Command(ctx, dir, args...)
+	cmd.Env = append(cmd.Env, extraEnv...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	var screen bytes.Buffer
+	done := make(chan struct{})
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			screen.Write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+	err := cmd.Wait()
+	_ = slave.Close()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return screen.String(), code
+}
+
+var sgr = regexp.MustCompile(`\x1b\[[0-9;]*m`)
+
+// On a terminal: colour for states and the review; none under NO_COLOR; no
+// escape byte at all under TERM=dumb (no status line, no form).
+func TestTerminalColourAndDumb(t *testing.T) {
+	c := RequireEngine(t)
+	env := NewAgentEnv(t, c)
+	repo := NewSampleRepo(t)
+	script := writeScript(t, quickScript)
+
+	// TERM=dumb: the whole task run, review included, holds no ESC.
+	out, code := runOnPTY(t, env, repo, []string{"TERM=dumb"}, "task", "--llm", "script:"+script, "--approve", "keep", env.LabelFlag(), "Make greet.sh greet the name given")
+	if code != 0 {
+		t.Fatalf("task under TERM=dumb: exit %d\n%s", code, out)
+	}
+	if strings.Contains(out, "\x1b") || !strings.Contains(out, "kept branch") {
+		t.Errorf("TERM=dumb run holds ESC (or did not finish):\n%q", out)
+	}
+	for _, tc := range []struct {
+		name   string
+		env    []string
+		wantSG bool // colour (SGR) expected
+	}{
+		{"colour terminal (control)", []string{"TERM=xterm"}, true},
+		{"NO_COLOR", []string{"TERM=xterm", "NO_COLOR=1"}, false},
+		{"TERM=dumb", []string{"TERM=dumb"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, args := range [][]string{{"tasks"}, {"doctor"}} {
+				out, _ := runOnPTY(t, env, repo, tc.env, args...)
+				if strings.Contains(strings.Join(tc.env, " "), "TERM=dumb") && strings.Contains(out, "\x1b") {
+					t.Errorf("agent %s under TERM=dumb holds ESC: %q", args[0], out)
+				}
+				// Colour is SGR (ESC [ ... m). The form library's start-up
+				// query for the background colour (OSC 11, CSI 6n, from
+				// bubbletea's init) is not colour; TERM=dumb stops it too.
+				if has := sgr.MatchString(out); has != tc.wantSG {
+					t.Errorf("agent %s: colour %v, want %v:\n%q", args[0], has, tc.wantSG, out)
+				}
 			}
 		})
 	}
