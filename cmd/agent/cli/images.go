@@ -169,7 +169,7 @@ func newProgress(ios *IOStreams) (images.ProgressFunc, func()) {
 	if !ios.ErrTTY || ios.Dumb {
 		return progressPrinter(ios.ErrOut), func() {}
 	}
-	t := &ttyProgress{w: ios.ErrOut, status: statusLine{w: ios.ErrOut, width: ios.Width}}
+	t := &ttyProgress{w: ios.ErrOut, status: statusLine{w: ios.ErrOut, width: ios.ErrWidth}}
 	t.stopTick = redrawEvery(time.Second, &t.mu, t.redraw)
 	return t.event, t.stop
 }

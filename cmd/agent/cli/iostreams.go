@@ -30,9 +30,10 @@ type IOStreams struct {
 	// NoColor is set by NO_COLOR (https://no-color.org): no colour or
 	// other text styling.
 	NoColor bool
-	// Columns is the width output should fit in: the terminal's, else
-	// $COLUMNS; 0 means no limit (a pipe).
-	Columns func() int
+	// Columns is the width stdout should fit in: the terminal's when stdout
+	// is one, else $COLUMNS; 0 means no limit (a pipe). ErrColumns is the
+	// same for stderr (status lines).
+	Columns, ErrColumns func() int
 	// Pager is the command output is paged through on a terminal ("" or
 	// "cat": none).
 	Pager string
@@ -54,14 +55,15 @@ func System() *IOStreams {
 		NoColor: os.Getenv("NO_COLOR") != "",
 		Pager:   pagerCommand(),
 	}
-	s.Columns = func() int {
-		for _, f := range []*os.File{os.Stdout, os.Stderr} {
+	size := func(f *os.File) func() int {
+		return func() int {
 			if w, _, err := term.GetSize(int(f.Fd())); err == nil && w > 0 {
 				return w
 			}
+			return envColumns()
 		}
-		return envColumns()
 	}
+	s.Columns, s.ErrColumns = size(os.Stdout), size(os.Stderr)
 	return s
 }
 
@@ -99,6 +101,14 @@ func (s *IOStreams) Width() int {
 		return 0
 	}
 	return s.Columns()
+}
+
+// ErrWidth is Width for stderr.
+func (s *IOStreams) ErrWidth() int {
+	if s.ErrColumns == nil {
+		return s.Width()
+	}
+	return s.ErrColumns()
 }
 
 // Color reports whether text on a stream that is (or is not) a terminal may

@@ -443,7 +443,7 @@ type progressRenderer struct {
 }
 
 func newProgressRenderer(ios *IOStreams) *progressRenderer {
-	r := &progressRenderer{w: ios.ErrOut, tty: ios.ErrTTY && !ios.Dumb, status: statusLine{w: ios.ErrOut, width: ios.Width}}
+	r := &progressRenderer{w: ios.ErrOut, tty: ios.ErrTTY && !ios.Dumb, status: statusLine{w: ios.ErrOut, width: ios.ErrWidth}}
 	if r.tty {
 		r.stopTick = redrawEvery(100*time.Millisecond, &r.mu, func() {
 			if r.status.up {

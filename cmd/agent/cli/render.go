@@ -52,7 +52,7 @@ type eventRenderer struct {
 // stderr (stdout stays for results and JSON).
 func newEventRenderer(ios *IOStreams, jsonOut bool) *eventRenderer {
 	r := &eventRenderer{w: ios.ErrOut, text: termtext.NewWriter(ios.ErrOut), jsonw: ios.Out,
-		status: statusLine{w: ios.ErrOut, width: ios.Width}, start: time.Now(), now: time.Now, dim: colors{on: ios.Color(ios.ErrTTY)}}
+		status: statusLine{w: ios.ErrOut, width: ios.ErrWidth}, start: time.Now(), now: time.Now, dim: colors{on: ios.Color(ios.ErrTTY)}}
 	switch {
 	case jsonOut:
 		r.mode = renderJSON

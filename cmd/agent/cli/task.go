@@ -327,9 +327,9 @@ func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orche
 			markJSONWritten(ios)
 		}()
 	}
-	human, tty := ios.Out, ios.OutTTY
+	human, tty, width := ios.Out, ios.OutTTY, ios.Width()
 	if jsonOut {
-		human, tty = ios.ErrOut, ios.ErrTTY
+		human, tty, width = ios.ErrOut, ios.ErrTTY, ios.ErrWidth()
 	}
 	for {
 		if err := run.Execute(ctx); err != nil {
@@ -345,7 +345,7 @@ func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orche
 			return err
 		}
 		r.Close()
-		printReview(human, rv, ios.Width(), colors{on: ios.Color(tty)})
+		printReview(human, rv, width, colors{on: ios.Color(tty)})
 		printSpeed(human, t.Tokens)
 
 		var d orchestrator.Decision
@@ -382,9 +382,9 @@ func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orche
 			return derr
 		}
 		out = &res
-		printOutcome(human, res.Message, ios.Width())
+		printOutcome(human, res.Message, width)
 		if note = signingNote(ctx, t, &res); note != "" {
-			printOutcome(human, "note: "+note, ios.Width())
+			printOutcome(human, "note: "+note, width)
 		}
 		if gateErr != nil {
 			fmt.Fprintln(ios.ErrOut, "agent: "+termSafe(gateMsg))
