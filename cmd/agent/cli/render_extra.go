@@ -14,12 +14,13 @@ import (
 // in plain mode, dimmed on a terminal.
 func (r *eventRenderer) think(e event.Event) {
 	if !r.thinking {
+		_ = r.text.Flush()
 		if r.midLine {
 			fmt.Fprintln(r.w)
 			r.midLine = false
 		}
 		r.thinking = true
-		if r.mode == renderLive {
+		if r.mode == renderLive && r.dim.on {
 			fmt.Fprint(r.w, "\x1b[2m")
 		}
 		fmt.Fprint(r.w, termSafe(who(e))+"thinking: ")
@@ -35,7 +36,7 @@ func (r *eventRenderer) endThinking() {
 		return
 	}
 	r.thinking = false
-	if r.mode == renderLive {
+	if r.mode == renderLive && r.dim.on {
 		fmt.Fprint(r.w, "\x1b[0m")
 	}
 	if r.midLine {
