@@ -160,6 +160,8 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("env.default_file", "")
 	v.SetDefault("env.seed_host_caches", false)
 	v.SetDefault("env.include", []string{})
+	// A list of {repo, file}: a key of its own (its items are not keys).
+	v.SetDefault("env.repos", []map[string]any{})
 }
 
 func defaultStateDir() string {

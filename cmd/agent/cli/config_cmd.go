@@ -42,6 +42,12 @@ var keyDocs = map[string]string{
 	"agent.hooks.pre_tool":      "shell commands run inside the sandbox before each tool; non-zero blocks it",
 	"agent.hooks.post_tool":     "shell commands run inside the sandbox after each tool",
 	"images.mirror":             "Debian mirror for image builds (default: the host's apt mirror)",
+	"env.egress":                "hosts environment setup steps may reach (e.g. an internal module proxy)",
+	"env.default_file":          "your own environment file for repositories without one",
+	"env.repos":                 "replace a repository's environment: [{repo: DIR, file: PATH}]",
+	"env.include":               "untracked files (globs) copied from your checkout into each task's worktree",
+	"env.seed_host_caches":      "mount your ~/go/pkg/mod read-only as a last-resort module source",
+	"env.off":                   "ignore environment definitions",
 }
 
 // secretKeys are shown as set or not, never by value.
