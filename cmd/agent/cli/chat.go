@@ -241,7 +241,7 @@ func (s *chatSession) command(ctx context.Context, line string) (send string, qu
 			} else {
 				var b bytes.Buffer
 				printReview(&b, rv, 0, colors{})
-				printSpeed(&b, t.Tokens)
+				printSpeed(&b, t.Tokens, 0)
 				s.print(termSafe(strings.TrimRight(b.String(), "\n")))
 			}
 		}

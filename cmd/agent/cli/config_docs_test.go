@@ -62,3 +62,17 @@ func TestUnknownKeySuggestion(t *testing.T) {
 		t.Errorf("a known key: %v", err)
 	}
 }
+
+// Every command's --help has an example.
+func TestEveryCommandHasExample(t *testing.T) {
+	ios, _, _, _ := TestStreams()
+	root := NewCmdRoot(NewFactory(ios))
+	for _, c := range allCommands(root) {
+		if c.Hidden || c.Name() == "__complete" || c.Name() == "__completeNoDesc" {
+			continue
+		}
+		if strings.TrimSpace(c.Example) == "" {
+			t.Errorf("%s has no example", c.CommandPath())
+		}
+	}
+}

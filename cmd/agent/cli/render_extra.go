@@ -93,11 +93,13 @@ func speedLine(requests, processed, cached int, avgFirstMS int64, genTokens int,
 }
 
 // printSpeed writes a task's speed totals (review, agent log).
-func printSpeed(w io.Writer, t store.Tokens) {
+// It wraps at width (0: no limit).
+func printSpeed(w io.Writer, t store.Tokens, width int) {
 	if t.Requests == 0 {
 		return
 	}
-	fmt.Fprintln(w, "Speed:     "+speedLine(t.Requests, t.PromptProcessed, t.PromptCached, t.AvgFirstTokenMS, t.GenTokens, t.GenMS, t.ServerTimings))
+	p := &reviewPrinter{w: w, width: width}
+	p.wrap("Speed:     ", speedLine(t.Requests, t.PromptProcessed, t.PromptCached, t.AvgFirstTokenMS, t.GenTokens, t.GenMS, t.ServerTimings))
 }
 
 // reopen makes a closed renderer draw its live status line again, for the

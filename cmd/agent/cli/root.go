@@ -168,6 +168,11 @@ review. It never touches your checkout without your consent.
 			c.Example = "  agent help task"
 		}
 	}
+	for _, c := range allCommands(root) {
+		if c.Example == "" {
+			c.Example = fallbackExamples[c.CommandPath()]
+		}
+	}
 	// Wrong argument counts are usage errors that name the missing or
 	// extra argument and the command's own help, as gh does; so are usage
 	// errors a command returns itself.
@@ -242,4 +247,20 @@ func argsError(cmd *cobra.Command, args []string, err error) error {
 		return fmt.Errorf("unexpected argument %q", args[len(names)])
 	}
 	return err
+}
+
+// fallbackExamples are the examples of commands that do not set their own
+// (every --help shows one; TestEveryCommandHasExample keeps it so).
+var fallbackExamples = map[string]string{
+	"agent chat": `  agent chat
+  agent chat 3f2a
+  printf 'fix the test\n/review\n/keep\n' | agent chat --line`,
+	"agent checkout":     "  agent checkout 3f2a\n  git switch -   # back; agent continue 3f2a \"...\" goes on",
+	"agent env":          "  agent env init --write\n  agent env show\n  agent env build",
+	"agent env init":     "  agent env init\n  agent env init --write",
+	"agent env show":     "  agent env show\n  agent env show --json",
+	"agent env build":    "  agent env build\n  agent env build --force",
+	"agent env cache":    "  agent env cache ls\n  agent env cache rm --all",
+	"agent env cache ls": "  agent env cache ls",
+	"agent env cache rm": "  agent env cache rm ~/src/project\n  agent env cache rm --all",
 }

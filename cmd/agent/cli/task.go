@@ -346,7 +346,7 @@ func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orche
 		}
 		r.Close()
 		printReview(human, rv, width, colors{on: ios.Color(tty)})
-		printSpeed(human, t.Tokens)
+		printSpeed(human, t.Tokens, width)
 
 		var d orchestrator.Decision
 		var gateMsg string

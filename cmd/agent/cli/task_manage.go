@@ -427,7 +427,7 @@ func taskLogRun(_ context.Context, opts *TaskRefOptions) error {
 	if t.Error != "" {
 		fmt.Fprintf(w, "%s %s\n", c.Red("error:"), termtext.Text(t.Error))
 	}
-	printSpeed(w, t.Tokens)
+	printSpeed(w, t.Tokens, opts.IO.Width())
 	fmt.Fprintln(w, "\n"+c.Bold("== transcript =="))
 	if len(msgs) == 0 {
 		fmt.Fprintln(w, "(no transcript)")
