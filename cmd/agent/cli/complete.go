@@ -48,6 +48,8 @@ func completeApprove(*cobra.Command, []string, string) ([]cobra.Completion, cobr
 		cobra.CompletionWithDesc("ask", "show the review form (a terminal is needed)"),
 		cobra.CompletionWithDesc("merge", "merge commit into the base branch"),
 		cobra.CompletionWithDesc("squash", "one commit on the base branch"),
+		cobra.CompletionWithDesc("merge-if-green", "merge only if the last test run passed"),
+		cobra.CompletionWithDesc("squash-if-green", "squash only if the last test run passed"),
 		cobra.CompletionWithDesc("keep", "keep the branch for review"),
 		cobra.CompletionWithDesc("discard", "remove branch and worktree"),
 	}, cobra.ShellCompDirectiveNoFileComp

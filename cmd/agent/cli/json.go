@@ -36,7 +36,7 @@ type taskJSON struct {
 	Updated     time.Time     `json:"updated"`
 	Started     *time.Time    `json:"started"`
 	Finished    *time.Time    `json:"finished"`
-	Tokens      store.Tokens  `json:"tokens"`
+	Tokens      tokensJSON    `json:"tokens"`
 	Result      string        `json:"result"`
 	Commits     []string      `json:"commits"`
 	Commands    []commandJSON `json:"commands"`
@@ -58,6 +58,28 @@ type networkJSON struct {
 	Allowed   int      `json:"allowed"`
 	Denied    int      `json:"denied"`
 	EgressLog string   `json:"egress_log"`
+}
+
+// tokensJSON is a task's token counts and speed totals (zero when not
+// measured).
+type tokensJSON struct {
+	Prompt          int     `json:"prompt"`
+	Completion      int     `json:"completion"`
+	Requests        int     `json:"requests"`
+	PromptProcessed int     `json:"prompt_processed"`
+	PromptCached    int     `json:"prompt_cached"`
+	FirstTokenMS    int64   `json:"first_token_ms_total"`
+	GenTokens       int     `json:"gen_tokens"`
+	GenMS           float64 `json:"gen_ms"`
+	ServerTimings   bool    `json:"server_timings"`
+	GenPerSecond    float64 `json:"gen_tokens_per_s"`
+	AvgFirstTokenMS int64   `json:"avg_first_token_ms"`
+}
+
+func newTokensJSON(t store.Tokens) tokensJSON {
+	return tokensJSON{Prompt: t.Prompt, Completion: t.Completion, Requests: t.Requests, PromptProcessed: t.PromptProcessed,
+		PromptCached: t.PromptCached, FirstTokenMS: t.FirstTokenMS, GenTokens: t.GenTokens, GenMS: t.GenMS,
+		ServerTimings: t.ServerTimings, GenPerSecond: t.GenPerSecond, AvgFirstTokenMS: t.AvgFirstTokenMS}
 }
 
 func newCommandJSON(c store.Command) commandJSON {
@@ -91,7 +113,7 @@ func newTaskJSON(t *store.Task) *taskJSON {
 		Repo: t.Repo, BaseRef: t.BaseRef, BaseBranch: t.BaseBranch, BaseCommit: t.BaseCommit,
 		Branch: t.Branch, Worktree: t.Worktree, Image: t.Image, LLM: t.LLM, Model: t.Model,
 		Created: t.Created, Updated: t.Updated, Started: timePtr(t.Started), Finished: timePtr(t.Finished),
-		Tokens: t.Tokens, Result: t.Result, Commits: nonNil(t.Commits), Commands: cmds,
+		Tokens: newTokensJSON(t.Tokens), Result: t.Result, Commits: nonNil(t.Commits), Commands: cmds,
 		Network: networkJSON{Allow: nonNil(t.Network.Allow), Allowed: t.Network.Allowed,
 			Denied: t.Network.Denied, EgressLog: t.Network.EgressLog},
 		Decision: t.Decision, MergeCommit: t.MergeCommit,
@@ -195,7 +217,7 @@ type reviewJSON struct {
 	Warnings    []string      `json:"warnings"`
 	Result      string        `json:"result"`
 	Model       string        `json:"model"`
-	Tokens      store.Tokens  `json:"tokens"`
+	Tokens      tokensJSON    `json:"tokens"`
 	Worktree    string        `json:"worktree"`
 }
 
@@ -237,7 +259,7 @@ func newReviewJSON(rv *orchestrator.Review) *reviewJSON {
 		BaseMoved: rv.BaseMoved, Commits: []commitJSON{}, Stat: statJSON{Files: []fileJSON{}, Added: rv.Stat.Added, Deleted: rv.Stat.Deleted},
 		Unmerged: rv.Unmerged, Uncommitted: nonNil(rv.Uncommitted), Commands: []commandJSON{},
 		Network:  networkJSON{Allow: nonNil(rv.Network.Allow), Allowed: rv.Network.Allowed, Denied: rv.Network.Denied, EgressLog: rv.Network.EgressLog},
-		Warnings: nonNil(rv.Warnings), Result: rv.Result, Model: rv.Model, Tokens: rv.Tokens, Worktree: rv.Worktree,
+		Warnings: nonNil(rv.Warnings), Result: rv.Result, Model: rv.Model, Tokens: newTokensJSON(rv.Tokens), Worktree: rv.Worktree,
 	}
 	for _, c := range rv.Commits {
 		out.Commits = append(out.Commits, commitJSON{ID: c.ID, Subject: c.Subject, Author: c.Author})
