@@ -235,23 +235,7 @@ func (o *Orchestrator) cleanupMerged(ctx context.Context, repo *worktree.Repo, t
 }
 
 func mergeMessage(ctx context.Context, t *store.Task, squash bool, repo *worktree.Repo) string {
-	subject := subjectLine(t.Prompt, 60, 30)
-	var b strings.Builder
-	if squash {
-		b.WriteString(subject + "\n\n")
-		if cs, err := repo.Log(ctx, t.BaseCommit, t.Branch); err == nil && len(cs) > 0 {
-			b.WriteString("Squashed commits of " + t.Branch + ":\n")
-			for i := len(cs) - 1; i >= 0; i-- {
-				b.WriteString("  " + short(cs[i].ID) + " " + cs[i].Subject + "\n")
-			}
-			b.WriteString("\n")
-		}
-	} else {
-		b.WriteString(fmt.Sprintf("Merge %s: %s\n\n", t.Branch, subject))
-	}
-	b.WriteString("Agent-Task: " + t.ID + "\n")
-	b.WriteString("Agent-Model: " + t.Model + "\n")
-	return b.String()
+	return mergeCommitMessage(ctx, t, squash, repo)
 }
 
 // discard removes a task's sandbox, worktree and branch.

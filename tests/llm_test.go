@@ -88,12 +88,13 @@ func (e *llmEnv) up(extra ...string) (int, string, string) {
 func (e *llmEnv) status() llamaserver.Status {
 	e.t.Helper()
 	code, out, errOut := e.agent("llm", "status", "--json", "--instance", e.id)
-	if code != 0 {
-		e.t.Fatalf("llm status: exit %d\n%s", code, errOut)
-	}
 	var s llamaserver.Status
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
 		e.t.Fatalf("llm status --json: %v\n%s", err, out)
+	}
+	// 0 only when the server is ready: scripts wait on it.
+	if (code == 0) != (s.State == llamaserver.StateReady) || (code != 0 && code != 1) {
+		e.t.Fatalf("llm status: exit %d for state %s\n%s", code, s.State, errOut)
 	}
 	return s
 }
@@ -219,8 +220,8 @@ func TestLLMServerLifecycle(t *testing.T) {
 		t.Errorf("status after the kill: %+v", down)
 	}
 	code, out, errOut = e.agent("llm", "status", "--instance", e.id)
-	if code != 0 || !strings.Contains(out, "stopped") || !strings.Contains(out, "agent llm up") {
-		t.Errorf("human status after the kill: exit %d\n%s%s", code, out, errOut)
+	if code != 1 || !strings.Contains(out, "stopped") || !strings.Contains(out, "agent llm up") {
+		t.Errorf("human status after the kill: exit %d (want 1: not ready)\n%s%s", code, out, errOut)
 	}
 
 	// up recovers.

@@ -126,7 +126,7 @@ func TestKilledTaskResumes(t *testing.T) {
 			other = f[0]
 		}
 	}
-	mustRun(t, env, repo, "discard", other)
+	mustRun(t, env, repo, "discard", "--yes", other)
 
 	// gc removes the dead run's container but keeps the work.
 	out = mustRun(t, env, repo, "gc")

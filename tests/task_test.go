@@ -27,10 +27,19 @@ import (
 //	taskstate STATE      the only task's record is in STATE
 //	expand FILE          replaces $VARS in FILE with the script's environment
 func TestTaskScripts(t *testing.T) {
+	runScripts(t, filepath.Join("testdata", "task"))
+}
+
+// runScripts runs the testscript files of dir with the environment and
+// commands TestTaskScripts describes.
+func runScripts(t *testing.T, dir string) {
 	c := RequireEngine(t)
 	bin := Binaries(t)
 	testscript.Run(t, testscript.Params{
-		Dir: filepath.Join("testdata", "task"),
+		Dir: dir,
+		// AGENT_TEST_UPDATE_GOLDEN=1 rewrites the golden sections (cmp
+		// against stdout) of the scripts instead of failing.
+		UpdateScripts: os.Getenv("AGENT_TEST_UPDATE_GOLDEN") != "",
 		Setup: func(env *testscript.Env) error {
 			label := UniqueLabel(t) + "-" + filepath.Base(env.WorkDir)
 			env.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
@@ -47,6 +56,11 @@ func TestTaskScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"jsonkeys": cmdJSONKeys,
+			"maxwidth": cmdMaxWidth,
+			"noesc":    cmdNoEsc,
+			"helpall":  cmdHelpAll,
+			"exitcode": cmdExitCode,
 			"mkrepo": func(ts *testscript.TestScript, neg bool, args []string) {
 				if len(args) != 1 {
 					ts.Fatalf("usage: mkrepo DIR")

@@ -60,7 +60,7 @@ type Result struct {
 	// replaced by a fresh one (after a crash or `docker kill`).
 	Restarted bool `json:"restarted"`
 	// Warnings about the model or the settings.
-	Warnings []string `json:"warnings,omitempty"`
+	Warnings []string `json:"warnings"`
 	// LoadTime is how long the server took to become ready.
 	LoadTime time.Duration `json:"load_time_ns"`
 }

@@ -36,32 +36,34 @@ type Slot struct {
 
 // Status is what `agent llm status` shows. Fields the server did not
 // report are zero.
+// Its JSON is `agent llm status --json`: every field is always present
+// (StartedAt is replaced by a nullable one there).
 type Status struct {
 	Name  string `json:"name"`
-	ID    string `json:"id,omitempty"`
+	ID    string `json:"id"`
 	State string `json:"state"`
 	// Health is /health's message ("ok", "Loading model") or why it failed.
-	Health   string `json:"health,omitempty"`
-	URL      string `json:"url,omitempty"`
-	Port     int    `json:"port,omitempty"`
-	Model    string `json:"model,omitempty"`
-	Image    string `json:"image,omitempty"`
-	Ctx      int    `json:"ctx,omitempty"`
-	Parallel int    `json:"parallel,omitempty"`
-	GPUs     string `json:"gpus,omitempty"`
+	Health   string `json:"health"`
+	URL      string `json:"url"`
+	Port     int    `json:"port"`
+	Model    string `json:"model"`
+	Image    string `json:"image"`
+	Ctx      int    `json:"ctx"`
+	Parallel int    `json:"parallel"`
+	GPUs     string `json:"gpus"`
 	// Devices are the GPU devices the container was given, as the engine
 	// records them ("nvidia: all", "nvidia: 0,1", "/dev/dri").
-	Devices []string `json:"devices,omitempty"`
+	Devices []string `json:"devices"`
 	// TotalSlots and SlotCtx come from /props; BusySlots and Slots from
 	// /slots.
-	TotalSlots int    `json:"total_slots,omitempty"`
+	TotalSlots int    `json:"total_slots"`
 	BusySlots  int    `json:"busy_slots"`
-	SlotCtx    int    `json:"slot_ctx,omitempty"`
-	Slots      []Slot `json:"slots,omitempty"`
-	Build      string `json:"build,omitempty"`
+	SlotCtx    int    `json:"slot_ctx"`
+	Slots      []Slot `json:"slots"`
+	Build      string `json:"build"`
 	// ExitCode and OOMKilled describe a stopped container.
-	ExitCode  int       `json:"exit_code,omitempty"`
-	OOMKilled bool      `json:"oom_killed,omitempty"`
+	ExitCode  int       `json:"exit_code"`
+	OOMKilled bool      `json:"oom_killed"`
 	StartedAt time.Time `json:"started_at,omitzero"`
 }
 

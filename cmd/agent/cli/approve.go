@@ -9,6 +9,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/huh"
 
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"github.com/localagent/agent/orchestrator"
 )
 
@@ -30,7 +31,7 @@ func parseApprove(s string) (string, error) {
 // errNeedApprove is the answer when a decision is needed and nobody can be
 // asked: never prompt without a terminal.
 func errNeedApprove(what string) error {
-	return UsageErrorf("%s needs a decision but stdin/stdout is not a terminal, so no form can be shown: pass --approve merge|squash|keep|discard (or merge-if-green|squash-if-green: merge only when the last test run passed)", what)
+	return UsageErrorf("%s needs a decision but stdin/stdout is not a terminal (or TERM is dumb), so no form can be shown: pass --approve merge|squash|keep|discard (or merge-if-green|squash-if-green: merge only when the last test run passed)", what)
 }
 
 // formKeyMap makes Esc abort the form like Ctrl-C does (both keep the branch).
@@ -41,7 +42,8 @@ func formKeyMap() *huh.KeyMap {
 }
 
 // newApprovalForm builds the decision form for a reviewed task. The choice
-// lands in *choice, which starts at keep (the default). When discarding
+// lands in *choice, which starts at keep (the default), or at discard when
+// the task changed nothing (there is nothing to keep). When discarding
 // would lose work (unmerged commits, uncommitted files), choosing discard
 // asks again in a second group of the same form; *sure says whether the
 // user confirmed. (One form, not two in a row: a second bubbletea program
@@ -54,8 +56,11 @@ func newApprovalForm(rv *orchestrator.Review, unmerged, uncommitted int, choice 
 // offers Request changes, whose message lands in *changes.
 func newReviewForm(rv *orchestrator.Review, unmerged, uncommitted int, choice *orchestrator.Decision, sure *bool, changes *string) *huh.Form {
 	*choice = orchestrator.Keep
+	if nothingToKeep(rv, unmerged, uncommitted) {
+		*choice = orchestrator.Discard
+	}
 	*sure = false
-	into := rv.BaseBranch
+	into := termtext.Line(rv.BaseBranch)
 	var opts []huh.Option[orchestrator.Decision]
 	if into != "" && rv.Unmerged > 0 {
 		opts = append(opts,
@@ -63,13 +68,16 @@ func newReviewForm(rv *orchestrator.Review, unmerged, uncommitted int, choice *o
 			huh.NewOption(fmt.Sprintf("Squash-merge into %s (one commit)", into), orchestrator.Squash))
 	}
 	opts = append(opts,
-		huh.NewOption(fmt.Sprintf("Keep branch %s for review", rv.Branch), orchestrator.Keep),
+		huh.NewOption(fmt.Sprintf("Keep branch %s for review", termtext.Line(rv.Branch)), orchestrator.Keep),
 		huh.NewOption("Discard the branch and its worktree", orchestrator.Discard))
 	if changes != nil {
 		*changes = ""
 		opts = append(opts, huh.NewOption("Request changes (tell the agent what to do next)", requestChanges))
 	}
 	desc := fmt.Sprintf("%d commit(s), %s", len(rv.Commits), rv.Stat.String())
+	if nothingToKeep(rv, unmerged, uncommitted) {
+		desc += "; the agent changed nothing, so there is nothing to keep"
+	}
 	if rv.BaseMoved {
 		desc += fmt.Sprintf("; %s has moved since the task started (merge is tried; a conflict changes nothing)", into)
 	}
@@ -77,7 +85,7 @@ func newReviewForm(rv *orchestrator.Review, unmerged, uncommitted int, choice *o
 	return huh.NewForm(
 		huh.NewGroup(
 			huh.NewSelect[orchestrator.Decision]().
-				Title(fmt.Sprintf("Task %s: what should happen to its branch?", rv.Task)).
+				Title(fmt.Sprintf("Task %s: what should happen to its branch?", termtext.Line(rv.Task))).
 				Description(desc).
 				Options(opts...).
 				Value(choice),
@@ -141,8 +149,16 @@ func runForm(f *huh.Form, in io.Reader, out io.Writer) error {
 	return err
 }
 
-// askDecision shows the approval form. Backing out (Esc, Ctrl-C), or
-// declining the confirmation of a discard, keeps the branch.
+// nothingToKeep reports a task that changed nothing: no commits, no
+// uncommitted files, no changed files.
+func nothingToKeep(rv *orchestrator.Review, unmerged, uncommitted int) bool {
+	return unmerged == 0 && uncommitted == 0 && len(rv.Commits) == 0 && len(rv.Stat.Files) == 0
+}
+
+// askDecision shows the approval form. Declining the confirmation of a
+// discard keeps the branch; backing out (Esc, Ctrl-C) keeps it too and
+// comes back as ErrCancelled with the keep decision, so the command exits
+// 130 after keeping.
 func askDecision(ios *IOStreams, rv *orchestrator.Review, unmerged, uncommitted int) (orchestrator.Decision, error) {
 	d, _, err := askReview(ios, rv, unmerged, uncommitted, false)
 	return d, err
@@ -159,7 +175,7 @@ func askReview(ios *IOStreams, rv *orchestrator.Review, unmerged, uncommitted in
 	}
 	if err := runForm(newReviewForm(rv, unmerged, uncommitted, &choice, &sure, changes), ios.In, ios.ErrOut); err != nil {
 		if errors.Is(err, ErrCancelled) {
-			return orchestrator.Keep, "", nil
+			return orchestrator.Keep, "", ErrCancelled
 		}
 		return "", "", err
 	}

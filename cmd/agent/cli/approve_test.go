@@ -123,8 +123,9 @@ func TestApprovalFormAbortKeeps(t *testing.T) {
 			typeKeys(t, w, keyDown, key)
 			select {
 			case got := <-done:
-				if got.err != nil || got.d != orchestrator.Keep {
-					t.Errorf("got %s, %v; want keep", got.d, got.err)
+				// Keep, then exit 130 (ErrCancelled).
+				if !errors.Is(got.err, ErrCancelled) || got.d != orchestrator.Keep {
+					t.Errorf("got %s, %v; want keep, cancelled", got.d, got.err)
 				}
 			case <-time.After(10 * time.Second):
 				t.Fatal("form did not finish")
@@ -177,8 +178,9 @@ func TestDiscardAsksAgain(t *testing.T) {
 			typeKeysShown(t, w, &out, tt.keys...)
 			select {
 			case got := <-done:
-				if got.err != nil || got.d != tt.want {
-					t.Errorf("got %s, %v; want %s", got.d, got.err, tt.want)
+				wantErr := strings.Contains(tt.name, "ctrl-c")
+				if (got.err != nil) != wantErr || got.d != tt.want {
+					t.Errorf("got %s, %v; want %s (cancelled: %v)", got.d, got.err, tt.want, wantErr)
 				}
 			case <-time.After(10 * time.Second):
 				t.Fatal("form did not finish")
@@ -201,4 +203,40 @@ func TestNoPromptWithoutTerminal(t *testing.T) {
 	if _, err := parseApprove("sometimes"); err == nil {
 		t.Error("bad --approve accepted")
 	}
+}
+
+// A task that changed nothing has nothing to keep: Enter discards it.
+func TestApprovalFormNothingChangedDefaultsToDiscard(t *testing.T) {
+	r, w := io.Pipe()
+	var out syncBuffer
+	ios := &IOStreams{In: r, Out: io.Discard, ErrOut: &out, InTTY: true, OutTTY: true}
+	rv := sampleReview()
+	rv.Commits, rv.Stat.Files, rv.Unmerged = nil, nil, 0
+	done := make(chan orchestrator.Decision, 1)
+	go func() {
+		d, _ := askDecision(ios, rv, 0, 0)
+		done <- d
+	}()
+	typeKeysShown(t, w, &out, waitFor+"> Discard", keyEnter)
+	select {
+	case d := <-done:
+		if d != orchestrator.Discard {
+			t.Errorf("Enter on a task with no changes chose %s, want discard", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("form did not finish")
+	}
+	_ = w.Close()
+	// Control: a task with changes still defaults to keep.
+	r, w = io.Pipe()
+	ios = &IOStreams{In: r, Out: io.Discard, ErrOut: &out, InTTY: true, OutTTY: true}
+	go func() {
+		d, _ := askDecision(ios, sampleReview(), 1, 0)
+		done <- d
+	}()
+	typeKeys(t, w, keyEnter)
+	if d := <-done; d != orchestrator.Keep {
+		t.Errorf("Enter on a task with changes chose %s, want keep", d)
+	}
+	_ = w.Close()
 }

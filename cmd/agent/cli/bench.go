@@ -31,6 +31,8 @@ func newCmdBench(f *Factory, runF func(context.Context, *BenchOptions) error) *c
 	cmd := &cobra.Command{
 		Use:   "bench [--json] [--iterations N] [--image IMG]",
 		Short: "Measure sandbox and tool-call latency",
+		Example: `  agent bench
+  agent bench --json --iterations 50`,
 		Long: `Measure, in one run on this machine, the sandbox ready time (create ->
 first tool call answered) against 'docker run --rm --network none IMG true',
 and tool-call latency (read_file of a small file, 'true' through the bash
@@ -50,9 +52,9 @@ docker run.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as one JSON object")
-	cmd.Flags().IntVarP(&opts.Iterations, "iterations", "n", 8, "sandboxes created (tool-call samples scale with it)")
-	cmd.Flags().StringVar(&opts.Image, "image", sandbox.BenchImage, "image to benchmark with")
-	cmd.Flags().StringArrayVar(&opts.Labels, "label", nil, "extra label KEY=VALUE on every container the benchmark makes (repeatable)")
+	cmd.Flags().IntVarP(&opts.Iterations, "iterations", "n", 8, "`N` sandboxes created (tool-call samples scale with it)")
+	cmd.Flags().StringVar(&opts.Image, "image", sandbox.BenchImage, "`IMAGE` to benchmark with")
+	cmd.Flags().StringArrayVar(&opts.Labels, "label", nil, "extra label `KEY=VALUE` on every container the benchmark makes (repeatable)")
 	return cmd
 }
 

@@ -240,8 +240,8 @@ func (s *chatSession) command(ctx context.Context, line string) (send string, qu
 				s.print("review: " + termSafe(err.Error()))
 			} else {
 				var b bytes.Buffer
-				printReview(&b, rv)
-				printSpeed(&b, t.Tokens)
+				printReview(&b, rv, 0, colors{})
+				printSpeed(&b, t.Tokens, 0)
 				s.print(termSafe(strings.TrimRight(b.String(), "\n")))
 			}
 		}

@@ -16,6 +16,8 @@ func NewCmdCompose(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "compose",
 		Short: "Render the compose file of the llama-server stack",
+		Example: `  agent compose render -o compose.yaml --model ~/models/model.gguf
+  docker compose -f compose.yaml up -d`,
 	}
 	cmd.AddCommand(NewCmdComposeRender(f, nil))
 	return cmd
@@ -36,6 +38,8 @@ func NewCmdComposeRender(f *Factory, runF func(context.Context, *ComposeRenderOp
 	cmd := &cobra.Command{
 		Use:   "render [-o FILE] [--model FILE] [--gpus ...] [-- LLAMA_ARGS...]",
 		Short: "Write the compose file equivalent to `agent llm up` with the same settings",
+		Example: `  agent compose render --model ~/models/model.gguf --gpus 0
+  agent compose render -o compose.yaml -- --flash-attn on`,
 		Long: `Write a compose file that runs the same hardened llama-server as 'agent llm up':
 model directory read-only, port on 127.0.0.1 only, GPU reservation, a /health
 healthcheck that works without curl in the image. The file is validated with the
@@ -53,7 +57,7 @@ compose specification's loader before it is written.`,
 		},
 	}
 	lf = addLLMFlags(cmd)
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "write to FILE instead of standard output")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "write to `FILE` instead of standard output")
 	return cmd
 }
 

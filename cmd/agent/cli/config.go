@@ -65,9 +65,13 @@ type SandboxConfig struct {
 type LLMConfig struct {
 	// URL of an OpenAI-compatible server; empty means the managed
 	// llama-server on 127.0.0.1:Port.
-	URL          string        `mapstructure:"url"`
-	APIKey       string        `mapstructure:"api_key"`
-	Model        string        `mapstructure:"model"`
+	URL    string `mapstructure:"url"`
+	APIKey string `mapstructure:"api_key"`
+	// Model is the .gguf file `agent llm up` serves (and doctor checks).
+	Model string `mapstructure:"model"`
+	// ServedModel is the model name a task asks the server for ("" = the
+	// server's default): a name, not a file.
+	ServedModel  string        `mapstructure:"served_model"`
 	Image        string        `mapstructure:"image"`
 	Port         int           `mapstructure:"port"`
 	Ctx          int           `mapstructure:"ctx"`
@@ -152,6 +156,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("llm.url", "")
 	v.SetDefault("llm.api_key", "")
 	v.SetDefault("llm.model", "")
+	v.SetDefault("llm.served_model", "")
 	v.SetDefault("llm.image", "agent/llama-server:cpu")
 	v.SetDefault("llm.port", 8080)
 	v.SetDefault("llm.ctx", 16384)
@@ -172,6 +177,8 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("env.default_file", "")
 	v.SetDefault("env.seed_host_caches", false)
 	v.SetDefault("env.include", []string{})
+	// A list of {repo, file}: a key of its own (its items are not keys).
+	v.SetDefault("env.repos", []map[string]any{})
 }
 
 func defaultStateDir() string {
@@ -202,6 +209,12 @@ type configLoader struct {
 	cfg      *Config
 	err      error
 	warnings []string
+
+	// Where values came from, for `agent config`: the files read and the
+	// keys each one set (project: only the keys it may set).
+	userFile, projectFile string
+	userKeys, projKeys    map[string]bool
+	flags                 map[string]*pflag.Flag
 }
 
 func newConfigLoader() *configLoader {
@@ -221,6 +234,10 @@ func (l *configLoader) bind(key string, fl *pflag.Flag) {
 	if err := l.v.BindPFlag(key, fl); err != nil {
 		panic(err)
 	}
+	if l.flags == nil {
+		l.flags = map[string]*pflag.Flag{}
+	}
+	l.flags[key] = fl
 }
 
 // stateDir is the state directory as configured so far. A project config
@@ -268,6 +285,7 @@ var projectKeys = []string{
 	"sandbox.disk",
 	"sandbox.shell",
 	"llm.model",
+	"llm.served_model",
 	"llm.ctx",
 	"llm.parallel",
 	"llm.gpus",
@@ -275,8 +293,21 @@ var projectKeys = []string{
 }
 
 func (l *configLoader) read() (*Config, error) {
+	l.userKeys, l.projKeys = map[string]bool{}, map[string]bool{}
 	if f := userConfigFile(); f != "" {
 		if _, err := os.Stat(f); err == nil {
+			uv := viper.New()
+			uv.SetConfigFile(f)
+			if err := uv.ReadInConfig(); err != nil {
+				return nil, fmt.Errorf("reading config %s: %w", f, err)
+			}
+			for _, key := range uv.AllKeys() {
+				if err := checkKey(key); err != nil {
+					return nil, fmt.Errorf("config %s: %w", f, err)
+				}
+				l.userKeys[key] = true
+			}
+			l.userFile = f
 			l.v.SetConfigFile(f)
 			if err := l.v.MergeInConfig(); err != nil {
 				return nil, fmt.Errorf("reading config %s: %w", f, err)
@@ -304,6 +335,76 @@ func (l *configLoader) read() (*Config, error) {
 	return &c, nil
 }
 
+// knownKeys are every configuration key (those with a default).
+func knownKeys() []string {
+	v := viper.New()
+	setDefaults(v)
+	keys := v.AllKeys()
+	slices.Sort(keys)
+	return keys
+}
+
+// checkKey rejects a key the configuration does not have, suggesting the
+// closest one: a typo must not be silently ignored.
+func checkKey(key string) error {
+	known := knownKeys()
+	if slices.Contains(known, key) {
+		return nil
+	}
+	// A value under a list or map key (agent.hooks.pre_tool is a list;
+	// nothing is a map today) is not a key of its own.
+	best, bestD := "", 4
+	for _, k := range known {
+		if d := editDistance(key, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	if best == "" {
+		// A cut-short key (agent.max_iter -> agent.max_iterations).
+		for _, k := range known {
+			if strings.HasPrefix(k, key) {
+				best = k
+				break
+			}
+		}
+	}
+	if best == "" {
+		// Same last part under another section (memory -> sandbox.memory).
+		last := key[strings.LastIndex(key, ".")+1:]
+		for _, k := range known {
+			if strings.HasSuffix(k, "."+last) || k == last {
+				best = k
+				break
+			}
+		}
+	}
+	if best != "" {
+		return fmt.Errorf("unknown key %q: did you mean %q? (`agent config` lists every key)", key, best)
+	}
+	return fmt.Errorf("unknown key %q (`agent config` lists every key)", key)
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
 // mergeProject merges the allowed keys of the project config file of dir
 // and records a warning for every other key it sets, for every limit it
 // would raise above the user's effective value (the user's stays), and
@@ -326,10 +427,17 @@ func (l *configLoader) mergeProject(dir string) error {
 	if err := pv.ReadConfig(bytes.NewReader(data)); err != nil {
 		return fmt.Errorf("reading project config %s: %w", file, err)
 	}
+	l.projectFile = file
 	allowed := map[string]any{}
 	for _, key := range pv.AllKeys() {
+		// A repository may be written for another version of agent: an
+		// unknown key there is a warning, not an error.
+		if err := checkKey(key); err != nil {
+			l.warnings = append(l.warnings, fmt.Sprintf("%s: ignoring %v", file, err))
+			continue
+		}
 		if !slices.Contains(projectKeys, key) {
-			l.warnings = append(l.warnings, fmt.Sprintf("%s: ignoring %q: a repository's config may not set it (set it in %s, %s or a flag)",
+			l.warnings = append(l.warnings, fmt.Sprintf("%s: ignoring %q: a repository's config may not set it (set it in your own %s or with %s)",
 				file, key, userConfigFile(), envVar(key)))
 			continue
 		}
@@ -338,6 +446,7 @@ func (l *configLoader) mergeProject(dir string) error {
 				file, key, why, l.v.Get(key), userConfigFile(), envVar(key)))
 			continue
 		}
+		l.projKeys[key] = true
 		setNested(allowed, strings.Split(key, "."), pv.Get(key))
 	}
 	if len(allowed) == 0 {
@@ -359,4 +468,31 @@ func setNested(m map[string]any, path []string, v any) {
 		m = next
 	}
 	m[path[len(path)-1]] = v
+}
+
+// Origins of a configuration value, highest precedence first.
+const (
+	originFlag    = "flag"
+	originEnv     = "env"
+	originProject = "project"
+	originUser    = "user"
+	originDefault = "default"
+)
+
+// origin says where the effective value of key came from, and the file or
+// variable behind it.
+func (l *configLoader) origin(key string) (string, string) {
+	if fl, ok := l.flags[key]; ok && fl.Changed {
+		return originFlag, "--" + fl.Name
+	}
+	if v, ok := os.LookupEnv(envVar(key)); ok && v != "" {
+		return originEnv, envVar(key)
+	}
+	if l.projKeys[key] {
+		return originProject, l.projectFile
+	}
+	if l.userKeys[key] {
+		return originUser, l.userFile
+	}
+	return originDefault, ""
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"io"
 	"os"
 	"strings"
@@ -196,23 +197,6 @@ func continueAfterReview(w io.Writer, run *orchestrator.Run, changes string) err
 }
 
 // termSafe makes text from the model, the sandbox or the repository safe
-// to write to a terminal: control characters (escape sequences, carriage
-// returns, backspaces) and invalid UTF-8 are shown escaped, never
-// interpreted; newlines and tabs stay.
-func termSafe(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		switch {
-		case r == '\n' || r == '\t':
-			b.WriteRune(r)
-		case r == 0xFFFD && !strings.HasPrefix(s[i:], "\xef\xbf\xbd"):
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x2028 || r == 0x2029 || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
-			q := fmt.Sprintf("%q", string(r))
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+// to write to a terminal. It is termtext.Text: one escaping function for
+// everything shown (DESIGN invariant 10).
+func termSafe(s string) string { return termtext.Text(s) }

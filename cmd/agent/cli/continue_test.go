@@ -193,7 +193,7 @@ func TestContinueKeptTask(t *testing.T) {
 		t.Errorf("agent log shows no speed:\n%s", outL.String())
 	}
 	iosT, _, outT, _ := TestStreams()
-	if err := tasksRun(ctx, &TasksOptions{IO: iosT, Factory: NewFactory(iosT), JSON: true}); err != nil {
+	if err := tasksRun(ctx, &TasksOptions{IO: iosT, Factory: NewFactory(iosT), JSON: true, All: true}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(outT.String(), `"prompt_cached": 800`) || !strings.Contains(outT.String(), `"gen_tokens_per_s"`) {

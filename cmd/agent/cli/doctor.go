@@ -14,16 +14,18 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/api/types/versions"
 	"github.com/docker/docker/client"
 	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
 
 	"github.com/localagent/agent/agent/llm"
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"github.com/localagent/agent/images"
 	"github.com/localagent/agent/orchestrator/llamaserver"
 	"github.com/localagent/agent/sandbox"
@@ -42,14 +44,16 @@ type Check struct {
 	Verdict string `json:"verdict"`
 	Detail  string `json:"detail"`
 	// Fix says what to do; empty when the verdict is ok.
-	Fix string `json:"fix,omitempty"`
+	Fix string `json:"fix"`
 }
 
 // DoctorReport is what `agent doctor --json` prints.
 type DoctorReport struct {
 	// OK is false when any check failed (warnings do not count).
-	OK     bool    `json:"ok"`
-	Checks []Check `json:"checks"`
+	OK bool `json:"ok"`
+	// Warnings counts the checks whose verdict is warn.
+	Warnings int     `json:"warnings"`
+	Checks   []Check `json:"checks"`
 }
 
 // DoctorOptions are the inputs of `agent doctor`.
@@ -69,6 +73,8 @@ func newCmdDoctor(f *Factory, runF func(context.Context, *DoctorOptions) error) 
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check that this machine can run tasks and the local model",
+		Example: `  agent doctor
+  agent doctor --json | jq '.checks[] | select(.verdict != "ok")'`,
 		Long: `Check the Docker engine (reachable, API version, seccomp, cgroups), the images,
 disk space, git, the toolbox binary, GPU readiness, the configured model file
 and the LLM server. Each check has a verdict (ok, warn, fail) and a fix.
@@ -86,11 +92,25 @@ Exits 1 when any check fails.`,
 }
 
 func doctorRun(ctx context.Context, opts *DoctorOptions) error {
+	// A broken configuration is one of the findings: the other checks run
+	// on the defaults.
+	var configCheck Check
 	cfg, err := opts.Factory.Config()
-	if err != nil {
-		return err
+	switch {
+	case err != nil:
+		configCheck = Check{Name: "config", Verdict: VerdictFail, Detail: err.Error(),
+			Fix: "fix the file named above (`agent config` shows every key and where its value comes from)"}
+		if cfg, err = defaultConfig(); err != nil {
+			return err
+		}
+	case len(cfg.Warnings) > 0:
+		configCheck = Check{Name: "config", Verdict: VerdictWarn, Detail: strings.Join(cfg.Warnings, "; "),
+			Fix: "remove or correct those keys"}
+	default:
+		configCheck = Check{Name: "config", Verdict: VerdictOK, Detail: configFilesDetail(opts.Factory.conf)}
 	}
 	d := &doctor{cfg: cfg, devDir: "/dev", cdiDirs: []string{"/etc/cdi", "/var/run/cdi"}}
+	d.checks = append(d.checks, configCheck)
 	if c, err := opts.Factory.Docker(); err == nil {
 		d.docker = c
 	} else {
@@ -101,8 +121,9 @@ func doctorRun(ctx context.Context, opts *DoctorOptions) error {
 		if err := writeJSON(opts.IO.Out, rep); err != nil {
 			return err
 		}
+		markJSONWritten(opts.IO)
 	} else {
-		writeDoctor(opts.IO.Out, rep)
+		writeDoctor(opts.IO, rep)
 	}
 	if !rep.OK {
 		return &ExitCodeError{Code: ExitError}
@@ -110,20 +131,90 @@ func doctorRun(ctx context.Context, opts *DoctorOptions) error {
 	return nil
 }
 
-func writeDoctor(w io.Writer, rep DoctorReport) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, c := range rep.Checks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Verdict, c.Name, c.Detail)
-		if c.Fix != "" {
-			fmt.Fprintf(tw, "\t\tfix: %s\n", c.Fix)
+func writeDoctor(ios *IOStreams, rep DoctorReport) {
+	w, width := ios.Out, ios.Width()
+	c := colors{on: ios.Color(ios.OutTTY)}
+	nameW := 0
+	for _, ch := range rep.Checks {
+		nameW = max(nameW, ansi.StringWidth(termtext.Line(ch.Name)))
+	}
+	indent := strings.Repeat(" ", 4+2+nameW+2)
+	// On a narrow terminal the detail goes under the name instead of
+	// beside it.
+	stacked := width > 0 && width-len(indent) < 40
+	if stacked {
+		indent = strings.Repeat(" ", 6)
+	}
+	for _, ch := range rep.Checks {
+		name := termtext.Line(ch.Name)
+		head := c.Verdict(fmt.Sprintf("%-4s", ch.Verdict)) + "  " + name + strings.Repeat(" ", nameW-ansi.StringWidth(name)) + "  "
+		if stacked {
+			fmt.Fprintln(w, fit(strings.TrimRight(head, " "), width))
+			head = indent
+		}
+		writeWrapped(w, head, indent, termtext.Line(ch.Detail), width)
+		if ch.Fix != "" {
+			writeWrapped(w, indent+"fix: ", indent+"     ", termtext.Line(ch.Fix), width)
 		}
 	}
-	_ = tw.Flush()
-	if rep.OK {
-		fmt.Fprintln(w, "\nall checks passed")
-	} else {
-		fmt.Fprintln(w, "\nsome checks failed: see the fixes above")
+	var warns int
+	for _, ch := range rep.Checks {
+		if ch.Verdict == VerdictWarn {
+			warns++
+		}
 	}
+	switch {
+	case !rep.OK:
+		fmt.Fprintln(w, "\n"+c.Red("some checks failed")+": see the fixes above")
+	case warns > 0:
+		fmt.Fprintf(w, "\nall checks passed, with %d warning(s): see the fixes above\n", warns)
+	default:
+		fmt.Fprintln(w, "\n"+c.Green("all checks passed"))
+	}
+}
+
+// writeWrapped writes head+text, wrapping text at width (0: no limit) onto
+// lines that start with indent. Text longer than a line with no space in
+// it is broken.
+func writeWrapped(w io.Writer, head, indent, text string, width int) {
+	if width <= 0 {
+		fmt.Fprintln(w, head+text)
+		return
+	}
+	limit := max(width-max(ansi.StringWidth(indent), ansi.StringWidth(head)), 10)
+	for i, l := range strings.Split(ansi.Wrap(text, limit, " "), "\n") {
+		if i == 0 {
+			fmt.Fprintln(w, fit(head+l, width))
+		} else {
+			fmt.Fprintln(w, fit(indent+l, width))
+		}
+	}
+}
+
+// defaultConfig is the configuration with nothing but the defaults (for
+// doctor, when the real one cannot be read).
+func defaultConfig() (*Config, error) {
+	v := viper.New()
+	setDefaults(v)
+	var c Config
+	if err := v.Unmarshal(&c); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func configFilesDetail(l *configLoader) string {
+	var parts []string
+	if l.userFile != "" {
+		parts = append(parts, "user "+l.userFile)
+	}
+	if l.projectFile != "" {
+		parts = append(parts, "project "+l.projectFile)
+	}
+	if len(parts) == 0 {
+		return "no config files: defaults and AGENT_* variables"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // doctor runs the checks. Host paths are fields so tests can point them
@@ -153,10 +244,13 @@ func (d *doctor) run(ctx context.Context) DoctorReport {
 	d.gpu()
 	d.model()
 	d.server(ctx)
-	rep := DoctorReport{OK: true, Checks: d.checks}
+	rep := DoctorReport{OK: true, Checks: nonNil(d.checks)}
 	for _, c := range d.checks {
-		if c.Verdict == VerdictFail {
+		switch c.Verdict {
+		case VerdictFail:
 			rep.OK = false
+		case VerdictWarn:
+			rep.Warnings++
 		}
 	}
 	return rep

@@ -319,7 +319,7 @@ func newCmdEnvCacheRm(f *Factory) *cobra.Command {
 		Use: "rm KEY|REPO | --all", Short: "Delete a repository's dependency caches", Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 && !opts.All {
-				return &usageError{errors.New("name a cache key or repository (see `agent env cache ls`), or pass --all")}
+				return &usageError{err: errors.New("name a cache key or repository (see `agent env cache ls`), or pass --all")}
 			}
 			cfg, err := f.Config()
 			if err != nil {

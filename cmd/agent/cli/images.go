@@ -11,8 +11,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/localagent/agent/images"
 	"github.com/spf13/cobra"
+
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
+	"github.com/localagent/agent/images"
 )
 
 // NewCmdImages builds `agent images`.
@@ -27,6 +29,8 @@ loaded from a bundle; nothing is ever pulled from a registry.
   agent images build all          busybox, sandbox and llama-server
   agent images save -o FILE       write an air-gapped bundle
   agent images load -i FILE       load a bundle (or a plain docker save archive)`,
+		Example: `  agent images build all
+  agent images save -o bundle.tar.gz`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -48,6 +52,7 @@ type ImagesBuildOptions struct {
 	Names  []string
 	Force  bool
 	Mirror string
+	JSON   bool
 }
 
 // NewCmdImagesBuild builds `agent images build`.
@@ -88,8 +93,12 @@ host's apt mirror, else ` + images.DefaultMirror + `.`,
 			return imagesBuildRun(cmd.Context(), opts)
 		},
 	}
+	cmd.Example = `  agent images build
+  agent images build all
+  agent images build llama-server --mirror http://mirror.internal/debian`
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "rebuild even when the image is present")
-	cmd.Flags().StringVar(&opts.Mirror, "mirror", "", "Debian mirror URL for debootstrap (default: config images.mirror, the host's apt mirror, or deb.debian.org)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"images": [{"name", "ref", "id", "skipped", "size", "duration_ms"}]} as JSON`)
+	cmd.Flags().StringVar(&opts.Mirror, "mirror", "", "Debian mirror `URL` for debootstrap (default: config images.mirror, the host's apt mirror, or deb.debian.org)")
 	return cmd
 }
 
@@ -111,6 +120,7 @@ func imagesBuildRun(ctx context.Context, opts *ImagesBuildOptions) error {
 	}
 	progress, stop := newProgress(opts.IO)
 	defer stop()
+	built := []map[string]any{}
 	for _, name := range opts.Names {
 		res, err := images.Build(ctx, eng, name, images.BuildOptions{
 			Force:        opts.Force,
@@ -121,9 +131,14 @@ func imagesBuildRun(ctx context.Context, opts *ImagesBuildOptions) error {
 		if err != nil {
 			return err
 		}
+		built = append(built, map[string]any{"name": res.Name, "ref": res.Ref, "id": res.ID, "skipped": res.Skipped,
+			"size": res.Size, "duration_ms": res.Duration.Milliseconds()})
 		if !res.Skipped {
 			fmt.Fprintf(opts.IO.ErrOut, "built %s (%s, %s) in %s\n", res.Ref, shortID(res.ID), humanBytes(res.Size), res.Duration.Round(100*time.Millisecond))
 		}
+	}
+	if opts.JSON {
+		return writeJSON(opts.IO.Out, map[string]any{"images": built})
 	}
 	return nil
 }
@@ -144,17 +159,17 @@ func progressLine(e images.Event) string {
 	if e.Elapsed > 0 {
 		suffix = fmt.Sprintf(" (%s)", e.Elapsed.Round(100*time.Millisecond))
 	}
-	return fmt.Sprintf("%s%s: %s%s", prefix, e.Step, e.Message, suffix)
+	return fmt.Sprintf("%s%s: %s%s", termtext.Line(prefix), termtext.Line(e.Step), termtext.Line(e.Message), suffix)
 }
 
 // newProgress returns plain lines when stderr is not a terminal. On a
 // terminal it also keeps a status line under them showing the running
 // step and a ticking clock, so a minute of debootstrap never looks hung.
 func newProgress(ios *IOStreams) (images.ProgressFunc, func()) {
-	if !ios.ErrTTY {
+	if !ios.ErrTTY || ios.Dumb {
 		return progressPrinter(ios.ErrOut), func() {}
 	}
-	t := &ttyProgress{w: ios.ErrOut, status: statusLine{w: ios.ErrOut}}
+	t := &ttyProgress{w: ios.ErrOut, status: statusLine{w: ios.ErrOut, width: ios.ErrWidth}}
 	t.stopTick = redrawEvery(time.Second, &t.mu, t.redraw)
 	return t.event, t.stop
 }
@@ -222,7 +237,9 @@ func NewCmdImagesList(f *Factory, runF func(context.Context, *ImagesListOptions)
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List the project's images and which are missing",
-		Args:    cobra.NoArgs,
+		Example: `  agent images list
+  agent images list --json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -285,6 +302,7 @@ type ImagesSaveOptions struct {
 	// present project image.
 	Refs []string
 	Gzip bool
+	JSON bool
 }
 
 // NewCmdImagesSave builds `agent images save`.
@@ -300,7 +318,10 @@ llama-server, busybox) or any image reference; the default is every project
 image that is present. A FILE ending in .gz or .tgz is gzip-compressed.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.Output == "" {
-				return UsageErrorf("agent images save: -o FILE is required")
+				return UsageErrorf("-o FILE is required")
+			}
+			if opts.Output == "-" && opts.JSON {
+				return UsageErrorf("--json and -o - both want stdout: write the bundle to a file")
 			}
 			opts.Refs = args
 			if strings.HasSuffix(opts.Output, ".gz") || strings.HasSuffix(opts.Output, ".tgz") {
@@ -312,7 +333,10 @@ image that is present. A FILE ending in .gz or .tgz is gzip-compressed.`,
 			return imagesSaveRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "bundle file to write (- for stdout)")
+	cmd.Example = `  agent images save -o agent-images.tar.gz
+  agent images save -o sandbox.tar sandbox`
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "bundle `FILE` to write (- for stdout)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"file", "images": [refs], "size", "sha256"} as JSON`)
 	cmd.Flags().BoolVar(&opts.Gzip, "gzip", false, "gzip-compress the bundle (implied by a .gz or .tgz name)")
 	return cmd
 }
@@ -370,6 +394,9 @@ func imagesSaveRun(ctx context.Context, opts *ImagesSaveOptions) error {
 	for _, im := range m.Images {
 		names = append(names, im.Ref)
 	}
+	if opts.JSON {
+		return writeJSON(opts.IO.Out, map[string]any{"file": opts.Output, "images": names, "size": m.Archive.Size, "sha256": m.Archive.SHA256})
+	}
 	fmt.Fprintf(opts.IO.ErrOut, "saved %s to %s (%s)\n", strings.Join(names, ", "), opts.Output, humanBytes(m.Archive.Size))
 	return nil
 }
@@ -395,7 +422,7 @@ Gzip-compressed files are accepted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Input == "" {
-				return UsageErrorf("agent images load: -i FILE is required")
+				return UsageErrorf("-i FILE is required")
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -403,7 +430,9 @@ Gzip-compressed files are accepted.`,
 			return imagesLoadRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.Input, "input", "i", "", "bundle or docker save archive to read (- for stdin)")
+	cmd.Example = `  agent images load -i agent-images.tar.gz
+  agent images load -i llama-server-cuda.tar`
+	cmd.Flags().StringVarP(&opts.Input, "input", "i", "", "bundle or docker save archive `FILE` to read (- for stdin)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the loaded images as one JSON object on stdout")
 	return cmd
 }
@@ -429,7 +458,7 @@ func imagesLoadRun(ctx context.Context, opts *ImagesLoadOptions) error {
 		return fmt.Errorf("loading %s: %w", opts.Input, err)
 	}
 	if opts.JSON {
-		return writeJSON(opts.IO.Out, res)
+		return writeJSON(opts.IO.Out, map[string]any{"bundle": res.Bundle, "images": nonNil(res.Images)})
 	}
 	for _, l := range res.Images {
 		fmt.Fprintf(opts.IO.ErrOut, "loaded %s\n", l)

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -15,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"github.com/localagent/agent/orchestrator/llamaserver"
 )
 
@@ -23,6 +26,9 @@ func NewCmdLLM(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "llm",
 		Short: "Manage the local llama-server",
+		Example: `  agent llm up --model ~/models/model.gguf
+  agent llm status
+  agent llm down`,
 		Long: `Run llama.cpp's llama-server in a hardened container: the model's directory is
 mounted read-only, the port is published on 127.0.0.1 only, GPUs are passed
 through the engine's device requests. Images are never pulled: build the CPU
@@ -50,13 +56,17 @@ type llmFlags struct {
 
 func addLLMFlags(cmd *cobra.Command) *llmFlags {
 	fl := cmd.Flags()
-	fl.String("model", "", "the .gguf model file (config llm.model)")
-	fl.String("gpus", "", "all | none | amd | NVIDIA ids like 0,1 (config llm.gpus, default all)")
-	fl.Int("ctx", 0, "total context in tokens, shared by the slots (config llm.ctx, default 16384)")
-	fl.Int("parallel", 0, "parallel slots, each gets ctx/parallel tokens (config llm.parallel, default 2)")
-	fl.Int("port", 0, "port on 127.0.0.1 (config llm.port, default 8080)")
-	fl.String("image", "", "llama-server image (config llm.image, default agent/llama-server:cpu)")
-	fl.Duration("start-timeout", 0, "how long to wait for the model to load (config llm.start_timeout, default 5m)")
+	fl.String("model", "", "the .gguf model `FILE` (config llm.model)")
+	fl.String("gpus", "", "`all|none|amd|IDS`: NVIDIA ids like 0,1 (config llm.gpus, default all)")
+	fl.Int("ctx", 0, "total context in `TOKENS`, shared by the slots (config llm.ctx, default 16384)")
+	fl.Int("parallel", 0, "`N` parallel slots, each gets ctx/parallel tokens (config llm.parallel, default 2)")
+	fl.Int("port", 0, "`PORT` on 127.0.0.1 (config llm.port, default 8080)")
+	fl.String("image", "", "llama-server `IMAGE` (config llm.image, default agent/llama-server:cpu)")
+	fl.Duration("start-timeout", 0, "how long to wait for the model to load, e.g. `5m` (config llm.start_timeout, default 5m)")
+	_ = cmd.RegisterFlagCompletionFunc("gpus", cobra.FixedCompletions([]string{"all", "none", "amd", "0", "0,1"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("model", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return []cobra.Completion{"gguf"}, cobra.ShellCompDirectiveFilterFileExt
+	})
 	lf := &llmFlags{fs: fl}
 	fl.StringVar(&lf.instance, "instance", "", "run a separately named server (agent-llm-INSTANCE)")
 	_ = fl.MarkHidden("instance")
@@ -138,6 +148,9 @@ func NewCmdLLMUp(f *Factory, runF func(context.Context, *LLMUpOptions) error) *c
 	cmd := &cobra.Command{
 		Use:   "up --model FILE [--gpus all|none|amd|IDS] [--ctx N] [--parallel N] [--port N] [-- LLAMA_ARGS...]",
 		Short: "Start llama-server (or keep the running one) and wait until the model is loaded",
+		Example: `  agent llm up --model ~/models/qwen3-coder.gguf
+  agent llm up --model model.gguf --gpus none --ctx 8192 --parallel 2
+  agent llm up --model model.gguf -- --flash-attn on`,
 		Long: `Start llama-server in a container and wait until /health says the model is
 loaded. A server already running with the same settings is kept; one with other
 settings is replaced. Arguments after -- are passed to llama-server.`,
@@ -171,7 +184,18 @@ func llmUpRun(ctx context.Context, opts *LLMUpOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.IO.Out, res)
+		// The status's fields, then what up adds to them.
+		b, err := json.Marshal(newLLMStatusJSON(&res.Status))
+		if err != nil {
+			return err
+		}
+		m := map[string]any{}
+		if err := json.Unmarshal(b, &m); err != nil {
+			return err
+		}
+		m["reused"], m["replaced"], m["restarted"] = res.Reused, res.Replaced, res.Restarted
+		m["warnings"], m["load_time_ns"] = nonNil(res.Warnings), res.LoadTime
+		return writeJSON(opts.IO.Out, m)
 	}
 	verb := "started"
 	switch {
@@ -205,7 +229,11 @@ func NewCmdLLMStatus(f *Factory, runF func(context.Context, *LLMStatusOptions) e
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the server's state, model, slots and context",
-		Args:  cobra.NoArgs,
+		Long: `Show the managed llama-server's state, model, slots and context. Exits 0
+when the server is ready, 1 when it is absent, stopped or still loading.`,
+		Example: `  agent llm status
+  until agent llm status >/dev/null; do sleep 2; done`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -232,9 +260,17 @@ func llmStatusRun(ctx context.Context, opts *LLMStatusOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "note: llm.url is set, so tasks use %s, not the managed server\n", cfg.LLM.URL)
 	}
 	if opts.JSON {
-		return writeJSON(opts.IO.Out, s)
+		if err := writeJSON(opts.IO.Out, newLLMStatusJSON(s)); err != nil {
+			return err
+		}
+		markJSONWritten(opts.IO)
+	} else {
+		writeStatus(opts.IO.Out, s)
 	}
-	writeStatus(opts.IO.Out, s)
+	// Like `gh auth status`: scripts can wait on the exit code.
+	if s.State != llamaserver.StateReady {
+		return &ExitCodeError{Code: ExitError}
+	}
 	return nil
 }
 
@@ -258,10 +294,10 @@ func writeStatus(w io.Writer, s *llamaserver.Status) {
 			state += " (" + s.Health + ")"
 		}
 	}
-	row("state", "%s", state)
-	row("url", "%s", s.URL)
-	row("model", "%s", s.Model)
-	row("image", "%s", s.Image)
+	row("state", "%s", termtext.Line(state))
+	row("url", "%s", termtext.Line(s.URL))
+	row("model", "%s", termtext.Path(s.Model))
+	row("image", "%s", termtext.Line(s.Image))
 	if s.TotalSlots > 0 {
 		row("slots", "%d/%d busy, %d tokens of context each (ctx %d)", s.BusySlots, s.TotalSlots, s.SlotCtx, s.Ctx)
 	} else {
@@ -271,9 +307,9 @@ func writeStatus(w io.Writer, s *llamaserver.Status) {
 	if len(s.Devices) > 0 {
 		gpus += " (" + strings.Join(s.Devices, "; ") + ")"
 	}
-	row("gpus", "%s", gpus)
+	row("gpus", "%s", termtext.Line(gpus))
 	if s.Build != "" {
-		row("build", "%s", s.Build)
+		row("build", "%s", termtext.Line(s.Build))
 	}
 	row("container", "%s (%s)", s.Name, shortID(s.ID))
 	_ = tw.Flush()
@@ -284,15 +320,17 @@ type LLMDownOptions struct {
 	IO       *IOStreams
 	Factory  *Factory
 	Instance string
+	JSON     bool
 }
 
 // NewCmdLLMDown builds `agent llm down`.
 func NewCmdLLMDown(f *Factory, runF func(context.Context, *LLMDownOptions) error) *cobra.Command {
 	opts := &LLMDownOptions{IO: f.IO, Factory: f}
 	cmd := &cobra.Command{
-		Use:   "down",
-		Short: "Stop and remove the server's container",
-		Args:  cobra.NoArgs,
+		Use:     "down",
+		Short:   "Stop and remove the server's container",
+		Example: "  agent llm down",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -301,18 +339,23 @@ func NewCmdLLMDown(f *Factory, runF func(context.Context, *LLMDownOptions) error
 			if err != nil {
 				return err
 			}
+			name := llamaserver.Name(opts.Instance)
 			existed, err := llamaserver.New(c, nil).Down(cmd.Context(), opts.Instance)
 			if err != nil {
 				return err
 			}
+			if opts.JSON {
+				return writeJSON(opts.IO.Out, map[string]any{"name": name, "removed": existed})
+			}
 			if existed {
-				fmt.Fprintf(opts.IO.ErrOut, "removed %s\n", llamaserver.Name(opts.Instance))
+				fmt.Fprintf(opts.IO.ErrOut, "removed %s\n", name)
 			} else {
-				fmt.Fprintf(opts.IO.ErrOut, "no %s to remove\n", llamaserver.Name(opts.Instance))
+				fmt.Fprintf(opts.IO.ErrOut, "no %s to remove\n", name)
 			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"name", "removed"} as JSON`)
 	instanceFlag(cmd, &opts.Instance)
 	return cmd
 }
@@ -324,6 +367,7 @@ type LLMLogsOptions struct {
 	Instance string
 	Follow   bool
 	Tail     string
+	JSON     bool
 }
 
 // NewCmdLLMLogs builds `agent llm logs`.
@@ -332,8 +376,15 @@ func NewCmdLLMLogs(f *Factory, runF func(context.Context, *LLMLogsOptions) error
 	cmd := &cobra.Command{
 		Use:   "logs [-f]",
 		Short: "Print the server's log",
-		Args:  cobra.NoArgs,
+		Example: `  agent llm logs --tail 50
+  agent llm logs -f`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Tail != "all" {
+				if n, err := strconv.Atoi(opts.Tail); err != nil || n < 0 {
+					return UsageErrorf("--tail %q: want a number of lines or all", opts.Tail)
+				}
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -341,14 +392,35 @@ func NewCmdLLMLogs(f *Factory, runF func(context.Context, *LLMLogsOptions) error
 			if err != nil {
 				return err
 			}
-			return llamaserver.New(c, nil).Logs(cmd.Context(), opts.Instance,
-				llamaserver.LogsOptions{Follow: opts.Follow, Tail: opts.Tail}, opts.IO.Out, opts.IO.ErrOut)
+			// The log holds what the server was sent (prompts, file
+			// contents): escaped like everything else shown.
+			out, errOut := newLineWriter(opts.IO.Out, termtext.Text), newLineWriter(opts.IO.ErrOut, termtext.Text)
+			if opts.JSON {
+				out = newLineWriter(opts.IO.Out, logLineJSON("stdout"))
+				errOut = newLineWriter(opts.IO.Out, logLineJSON("stderr"))
+			}
+			err = llamaserver.New(c, nil).Logs(cmd.Context(), opts.Instance,
+				llamaserver.LogsOptions{Follow: opts.Follow, Tail: opts.Tail}, out, errOut)
+			_ = out.Flush()
+			_ = errOut.Flush()
+			return err
 		},
 	}
 	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "keep printing new lines")
-	cmd.Flags().StringVar(&opts.Tail, "tail", "all", "number of lines from the end")
+	cmd.Flags().StringVar(&opts.Tail, "tail", "all", "number of `LINES` from the end, or all")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print one {"stream", "line"} object per line (JSON lines)`)
 	instanceFlag(cmd, &opts.Instance)
 	return cmd
+}
+
+// logLineJSON formats a log line as a JSON line (without its newline: the
+// line writer adds it).
+func logLineJSON(stream string) func(string) string {
+	return func(l string) string {
+		var b strings.Builder
+		_ = writeJSONLine(&b, map[string]string{"stream": stream, "line": l})
+		return strings.TrimSuffix(b.String(), "\n")
+	}
 }
 
 // progressRenderer shows the server's start on stderr: a spinner line
@@ -371,7 +443,7 @@ type progressRenderer struct {
 }
 
 func newProgressRenderer(ios *IOStreams) *progressRenderer {
-	r := &progressRenderer{w: ios.ErrOut, tty: ios.ErrTTY, status: statusLine{w: ios.ErrOut}}
+	r := &progressRenderer{w: ios.ErrOut, tty: ios.ErrTTY && !ios.Dumb, status: statusLine{w: ios.ErrOut, width: ios.ErrWidth}}
 	if r.tty {
 		r.stopTick = redrawEvery(100*time.Millisecond, &r.mu, func() {
 			if r.status.up {
@@ -401,9 +473,9 @@ func (r *progressRenderer) Emit(e event.Event) {
 	r.status.clear()
 	switch e.Kind {
 	case event.Progress, event.Notice:
-		fmt.Fprintln(r.w, e.Text)
+		fmt.Fprintln(r.w, termtext.Text(e.Text))
 	case event.Error:
-		fmt.Fprintln(r.w, "error: "+e.Text)
+		fmt.Fprintln(r.w, "error: "+termtext.Text(e.Text))
 	}
 }
 
@@ -428,7 +500,19 @@ func (r *progressRenderer) stop() {
 // llama-server unchanged.
 func llamaServerArgs(cmd *cobra.Command, args []string) error {
 	if dash := cmd.ArgsLenAtDash(); dash != 0 && len(args) > 0 {
-		return fmt.Errorf("unexpected argument %q: llama-server arguments go after --", args[0])
+		return UsageErrorf("unexpected argument %q: llama-server arguments go after --", args[0])
 	}
 	return nil
+}
+
+// llmStatusJSON is the status with every field present: lists [], a
+// start time of null when the server never started.
+type llmStatusJSON struct {
+	*llamaserver.Status
+	StartedAt *time.Time `json:"started_at"`
+}
+
+func newLLMStatusJSON(s *llamaserver.Status) llmStatusJSON {
+	s.Devices, s.Slots = nonNil(s.Devices), nonNil(s.Slots)
+	return llmStatusJSON{Status: s, StartedAt: timePtr(s.StartedAt)}
 }

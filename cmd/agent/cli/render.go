@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 )
 
 // renderMode says how events reach the user.
@@ -25,8 +26,9 @@ const (
 type eventRenderer struct {
 	mu    sync.Mutex
 	mode  renderMode
-	w     io.Writer // human output
-	jsonw io.Writer // JSON lines (renderJSON)
+	w     io.Writer        // human output
+	text  *termtext.Writer // streamed model text, escaped, onto w
+	jsonw io.Writer        // JSON lines (renderJSON)
 	start time.Time
 
 	midLine   bool // streamed text left the cursor mid-line
@@ -36,6 +38,7 @@ type eventRenderer struct {
 	tools     int
 	running   string // the tool running now
 	stopTick  func() // ends the status line's clock (live mode)
+	dim       colors // styling of the status line (off under NO_COLOR)
 	now       func() time.Time
 
 	// showThinking prints the model's thinking (dimmed on a terminal).
@@ -48,11 +51,12 @@ type eventRenderer struct {
 // when stderr is a terminal, plain lines otherwise. Human output goes to
 // stderr (stdout stays for results and JSON).
 func newEventRenderer(ios *IOStreams, jsonOut bool) *eventRenderer {
-	r := &eventRenderer{w: ios.ErrOut, jsonw: ios.Out, status: statusLine{w: ios.ErrOut}, start: time.Now(), now: time.Now}
+	r := &eventRenderer{w: ios.ErrOut, text: termtext.NewWriter(ios.ErrOut), jsonw: ios.Out,
+		status: statusLine{w: ios.ErrOut, width: ios.ErrWidth}, start: time.Now(), now: time.Now, dim: colors{on: ios.Color(ios.ErrTTY)}}
 	switch {
 	case jsonOut:
 		r.mode = renderJSON
-	case ios.ErrTTY:
+	case ios.ErrTTY && !ios.Dumb:
 		r.mode = renderLive
 		// Elapsed time moves while the model thinks or a command runs.
 		r.stopTick = redrawEvery(200*time.Millisecond, &r.mu, r.drawStatus)
@@ -70,6 +74,7 @@ func (r *eventRenderer) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.status.clear()
+	_ = r.text.Flush()
 	if r.midLine {
 		fmt.Fprintln(r.w)
 		r.midLine = false
@@ -113,13 +118,14 @@ func (r *eventRenderer) elapsed() string {
 
 func who(e event.Event) string {
 	if e.Agent != "" {
-		return "[" + e.Agent + "] "
+		return "[" + termtext.Line(e.Agent) + "] "
 	}
 	return ""
 }
 
 // line writes a whole line, ending streamed text first.
 func (r *eventRenderer) line(format string, a ...any) {
+	_ = r.text.Flush()
 	r.endThinking()
 	if r.midLine {
 		fmt.Fprintln(r.w)
@@ -138,7 +144,9 @@ func (r *eventRenderer) human(e event.Event) {
 		if r.mode == renderPlain && !r.midLine {
 			fmt.Fprint(r.w, who(e))
 		}
-		fmt.Fprint(r.w, e.Text)
+		// Model text is streamed as it comes, escaped (a character split
+		// between two deltas is held until it is whole).
+		_, _ = r.text.Write([]byte(e.Text))
 		r.midLine = !strings.HasSuffix(e.Text, "\n")
 	case event.ThinkingDelta:
 		// Kept in the transcript (agent log); shown live on request.
@@ -146,7 +154,7 @@ func (r *eventRenderer) human(e event.Event) {
 			r.think(e)
 		}
 	case event.ToolStarted:
-		r.line("%s %s> %s %s", r.elapsed(), who(e), e.Tool, summarizeArgs(e.Tool, e.Args))
+		r.line("%s %s> %s %s", r.elapsed(), who(e), termtext.Line(e.Tool), summarizeArgs(e.Tool, e.Args))
 	case event.ToolFinished:
 		status := "ok"
 		switch {
@@ -165,24 +173,24 @@ func (r *eventRenderer) human(e event.Event) {
 		if e.IsError && e.Text != "" {
 			detail = ": " + oneLine(e.Text, 100)
 		}
-		r.line("%s %s  %s %s (%s)%s", r.elapsed(), who(e), e.Tool, status, e.Duration.Round(time.Millisecond), detail)
+		r.line("%s %s  %s %s (%s)%s", r.elapsed(), who(e), termtext.Line(e.Tool), status, e.Duration.Round(time.Millisecond), detail)
 	case event.Notice:
-		r.line("%s %snote: %s", r.elapsed(), who(e), e.Text)
+		r.line("%s %snote: %s", r.elapsed(), who(e), termtext.Text(e.Text))
 	case event.Progress:
-		r.line("%s %s%s", r.elapsed(), who(e), e.Text)
+		r.line("%s %s%s", r.elapsed(), who(e), termtext.Text(e.Text))
 	case event.Egress:
 		verdict := "denied"
 		if e.Allowed {
 			verdict = "allowed"
 		}
-		r.line("%s %snetwork %s: %s", r.elapsed(), who(e), verdict, e.Text)
+		r.line("%s %snetwork %s: %s", r.elapsed(), who(e), verdict, termtext.Line(e.Text))
 	case event.SubAgent:
-		r.line("%s sub-agent %s: %s %s", r.elapsed(), e.Agent, e.State, oneLine(e.Text, 100))
+		r.line("%s sub-agent %s: %s %s", r.elapsed(), termtext.Line(e.Agent), termtext.Line(e.State), oneLine(e.Text, 100))
 	case event.Error:
-		r.line("%s %serror: %s", r.elapsed(), who(e), e.Text)
+		r.line("%s %serror: %s", r.elapsed(), who(e), termtext.Text(e.Text))
 	case event.Done:
 		if e.Agent == "" {
-			r.line("%s done (%s) · %d tool calls · tokens %d in / %d out", r.elapsed(), e.State, r.tools, r.tokensIn, r.tokensOut)
+			r.line("%s done (%s) · %d tool calls · tokens %d in / %d out", r.elapsed(), termtext.Line(e.State), r.tools, r.tokensIn, r.tokensOut)
 			if s := r.speed.String(); s != "" {
 				r.line("%s speed: %s", r.elapsed(), s)
 			}
@@ -199,8 +207,11 @@ func summarizeArgs(tool, args string) string {
 	}
 	for _, k := range []string{"command", "path", "pattern", "thought"} {
 		if v, ok := m[k].(string); ok && v != "" {
-			if k == "command" {
+			switch k {
+			case "command":
 				return "$ " + oneLine(v, 100)
+			case "path":
+				return fit(termtext.Path(v), 100)
 			}
 			return oneLine(v, 100)
 		}
@@ -208,8 +219,11 @@ func summarizeArgs(tool, args string) string {
 	return oneLine(args, 80)
 }
 
+// oneLine shows untrusted text on one line: whitespace runs (newlines
+// included) become one space, every control is escaped (termtext.Line),
+// and the result is cut to n characters.
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = termtext.Line(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
@@ -239,9 +253,9 @@ func (r *eventRenderer) drawStatus() {
 	el := r.now().Sub(r.start)
 	what := "thinking"
 	if r.running != "" {
-		what = "running " + r.running
+		what = "running " + termtext.Line(r.running)
 	}
 	s := fmt.Sprintf("%s %s · %s · %d tool calls · tokens %d in / %d out",
 		spinner[int(el/(100*time.Millisecond))%len(spinner)], el.Round(time.Second), what, r.tools, r.tokensIn, r.tokensOut)
-	r.status.draw("\x1b[2m" + s + "\x1b[0m")
+	r.status.draw(r.dim.Dim(s))
 }

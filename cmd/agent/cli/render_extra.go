@@ -14,12 +14,13 @@ import (
 // in plain mode, dimmed on a terminal.
 func (r *eventRenderer) think(e event.Event) {
 	if !r.thinking {
+		_ = r.text.Flush()
 		if r.midLine {
 			fmt.Fprintln(r.w)
 			r.midLine = false
 		}
 		r.thinking = true
-		if r.mode == renderLive {
+		if r.mode == renderLive && r.dim.on {
 			fmt.Fprint(r.w, "\x1b[2m")
 		}
 		fmt.Fprint(r.w, termSafe(who(e))+"thinking: ")
@@ -35,7 +36,7 @@ func (r *eventRenderer) endThinking() {
 		return
 	}
 	r.thinking = false
-	if r.mode == renderLive {
+	if r.mode == renderLive && r.dim.on {
 		fmt.Fprint(r.w, "\x1b[0m")
 	}
 	if r.midLine {
@@ -92,11 +93,13 @@ func speedLine(requests, processed, cached int, avgFirstMS int64, genTokens int,
 }
 
 // printSpeed writes a task's speed totals (review, agent log).
-func printSpeed(w io.Writer, t store.Tokens) {
+// It wraps at width (0: no limit).
+func printSpeed(w io.Writer, t store.Tokens, width int) {
 	if t.Requests == 0 {
 		return
 	}
-	fmt.Fprintln(w, "Speed:     "+speedLine(t.Requests, t.PromptProcessed, t.PromptCached, t.AvgFirstTokenMS, t.GenTokens, t.GenMS, t.ServerTimings))
+	p := &reviewPrinter{w: w, width: width}
+	p.wrap("Speed:     ", speedLine(t.Requests, t.PromptProcessed, t.PromptCached, t.AvgFirstTokenMS, t.GenTokens, t.GenMS, t.ServerTimings))
 }
 
 // reopen makes a closed renderer draw its live status line again, for the

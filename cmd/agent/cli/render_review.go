@@ -6,61 +6,103 @@ import (
 	"io"
 	"strings"
 
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"github.com/localagent/agent/orchestrator"
 	"github.com/localagent/agent/orchestrator/store"
 )
 
-// printReview writes the review summary a user decides on.
-func printReview(w io.Writer, rv *orchestrator.Review) {
-	fmt.Fprintf(w, "\nTask %s: %s\n", rv.Task, oneLine(rv.Prompt, 100))
-	fmt.Fprintf(w, "  branch   %s (from %s)\n", rv.Branch, rv.Base)
+// reviewPrinter writes lines that fit a width (0: no limit); long prose
+// (warnings, the agent's summary) is wrapped, one-line facts are cut.
+type reviewPrinter struct {
+	w     io.Writer
+	width int
+	c     colors
+}
+
+func (p *reviewPrinter) line(format string, a ...any) {
+	fmt.Fprintln(p.w, fit(fmt.Sprintf(format, a...), p.width))
+}
+
+// wrap writes prefix+text, continuing on indented lines within the width.
+func (p *reviewPrinter) wrap(prefix, text string) {
+	if p.width <= 0 {
+		fmt.Fprintln(p.w, prefix+text)
+		return
+	}
+	indent := strings.Repeat(" ", ansi.StringWidth(prefix))
+	limit := max(p.width-len(indent), 20)
+	for i, l := range strings.Split(ansi.Wrap(text, limit, " "), "\n") {
+		if i == 0 {
+			fmt.Fprintln(p.w, fit(prefix+l, p.width))
+		} else {
+			fmt.Fprintln(p.w, fit(indent+l, p.width))
+		}
+	}
+}
+
+// printReview writes the review summary a user decides on. Everything in
+// it that comes from the model, the sandbox or the repository is escaped
+// (termtext): prompt, subjects, file names, commands, warnings, the
+// agent's summary.
+func printReview(w io.Writer, rv *orchestrator.Review, width int, c colors) {
+	p := &reviewPrinter{w: w, width: width, c: c}
+	fmt.Fprintln(w)
+	p.line("%s %s: %s", c.Bold("Task"), rv.Task, oneLine(rv.Prompt, 300))
+	p.line("  branch   %s (from %s)", termtext.Line(rv.Branch), termtext.Line(rv.Base))
 	if rv.BaseMoved {
-		fmt.Fprintf(w, "  note     %s has new commits since the task started\n", rv.BaseBranch)
+		p.line("  note     %s has new commits since the task started", termtext.Line(rv.BaseBranch))
 	}
-	fmt.Fprintf(w, "  model    %s, tokens %d in / %d out\n", rv.Model, rv.Tokens.Prompt, rv.Tokens.Completion)
-	fmt.Fprintf(w, "\nCommits (%d):\n", len(rv.Commits))
+	p.line("  model    %s, tokens %d in / %d out", termtext.Line(rv.Model), rv.Tokens.Prompt, rv.Tokens.Completion)
+	fmt.Fprintln(w)
+	p.line("%s (%d):", c.Bold("Commits"), len(rv.Commits))
 	if len(rv.Commits) == 0 {
-		fmt.Fprintln(w, "  (none: the agent changed nothing)")
+		p.line("  (none: the agent changed nothing)")
 	}
-	for _, c := range rv.Commits {
-		fmt.Fprintf(w, "  %.10s %s\n", c.ID, c.Subject)
+	for _, cm := range rv.Commits {
+		p.line("  %s %s", c.Yellow(fmt.Sprintf("%.10s", cm.ID)), oneLine(cm.Subject, 300))
 	}
-	fmt.Fprintf(w, "\nFiles: %s\n", rv.Stat.String())
+	fmt.Fprintln(w)
+	p.line("%s: %s", c.Bold("Files"), rv.Stat.String())
 	for _, f := range rv.Stat.Files {
+		path := termtext.Path(f.Path)
 		switch {
 		case f.Mode == "120000":
-			fmt.Fprintf(w, "  %s %s -> %s (symlink)\n", f.Status, f.Path, f.LinkTarget)
-			continue
+			p.line("  %s %s -> %s (symlink)", f.Status, path, termtext.Path(f.LinkTarget))
 		case f.Binary:
-			fmt.Fprintf(w, "  %s %s (binary)\n", f.Status, f.Path)
-			continue
+			p.line("  %s %s (binary)", f.Status, path)
+		default:
+			p.line("  %s %s %s %s", f.Status, path, c.Green(fmt.Sprintf("+%d", f.Added)), c.Red(fmt.Sprintf("-%d", f.Deleted)))
 		}
-		fmt.Fprintf(w, "  %s %s +%d -%d\n", f.Status, f.Path, f.Added, f.Deleted)
 	}
 	if len(rv.Uncommitted) > 0 {
-		fmt.Fprintf(w, "  uncommitted in the worktree: %s\n", strings.Join(rv.Uncommitted, ", "))
+		p.wrap("  uncommitted in the worktree: ", strings.Join(termtext.Paths(rv.Uncommitted), ", "))
 	}
-	fmt.Fprintf(w, "\nCommands (%d):\n", len(rv.Commands))
-	printCommands(w, rv.Commands)
+	fmt.Fprintln(w)
+	p.line("%s (%d):", c.Bold("Commands"), len(rv.Commands))
+	printCommands(w, rv.Commands, width, c)
+	fmt.Fprintln(w)
 	switch {
 	case rv.Tests == nil:
-		fmt.Fprintln(w, "\nTests: not run")
+		p.line("Tests: not run")
 	case rv.Tests.Passed:
-		fmt.Fprintf(w, "\nTests: passed (%s; %d test run(s))\n", oneLine(rv.Tests.Command, 80), rv.Tests.Runs)
+		p.wrap("Tests: ", fmt.Sprintf("%s (%s; %d test run(s))", c.Green("passed"), oneLine(rv.Tests.Command, 80), rv.Tests.Runs))
 	default:
-		fmt.Fprintf(w, "\nTests: FAILED (%s exited %s; %d test run(s))\n", oneLine(rv.Tests.Command, 80), exitText(rv.Tests.ExitCode), rv.Tests.Runs)
+		p.wrap("Tests: ", fmt.Sprintf("%s (%s exited %s; %d test run(s))", c.Red("FAILED"), oneLine(rv.Tests.Command, 80), exitText(rv.Tests.ExitCode), rv.Tests.Runs))
 	}
 	if n := rv.Network; len(n.Allow) == 0 {
-		fmt.Fprintln(w, "Network: none (the sandbox had no network)")
+		p.line("Network: none (the sandbox had no network)")
 	} else {
-		fmt.Fprintf(w, "Network: allowed to %s; %d connection(s) allowed, %d denied (log %s)\n",
-			strings.Join(n.Allow, ", "), n.Allowed, n.Denied, n.EgressLog)
+		p.wrap("Network: ", fmt.Sprintf("allowed to %s; %d connection(s) allowed, %d denied (log %s)",
+			termtext.Line(strings.Join(n.Allow, ", ")), n.Allowed, n.Denied, termtext.Path(n.EgressLog)))
 	}
 	for _, warn := range rv.Warnings {
-		fmt.Fprintf(w, "warning: %s\n", warn)
+		p.wrap(c.Yellow("warning:")+" ", termtext.Line(warn))
 	}
 	if rv.Result != "" {
-		fmt.Fprintf(w, "\nAgent: %s\n", oneLine(rv.Result, 300))
+		fmt.Fprintln(w)
+		p.wrap(c.Bold("Agent:")+" ", oneLine(rv.Result, 600))
 	}
 	fmt.Fprintln(w)
 }
@@ -72,27 +114,29 @@ func exitText(code *int) string {
 	return fmt.Sprint(*code)
 }
 
-func printCommands(w io.Writer, cmds []store.Command) {
+// printCommands lists the commands a task ran, one line each, cut to the
+// width (0: no limit).
+func printCommands(w io.Writer, cmds []store.Command, width int, c colors) {
 	if len(cmds) == 0 {
 		fmt.Fprintln(w, "  (none)")
 	}
-	for _, c := range cmds {
-		mark := "ok  "
+	for _, cm := range cmds {
+		mark := c.Green("ok  ")
 		switch {
-		case c.CutShort || c.Running:
-			mark = "CUT "
-		case c.TimedOut:
-			mark = "TIME"
-		case c.OOMKilled:
-			mark = "OOM "
-		case c.ExitCode == nil || *c.ExitCode != 0:
-			mark = "FAIL"
+		case cm.CutShort || cm.Running:
+			mark = c.Red("CUT ")
+		case cm.TimedOut:
+			mark = c.Red("TIME")
+		case cm.OOMKilled:
+			mark = c.Red("OOM ")
+		case cm.ExitCode == nil || *cm.ExitCode != 0:
+			mark = c.Red("FAIL")
 		}
 		test := ""
-		if orchestrator.IsTestCommand(c.Command) {
+		if orchestrator.IsTestCommand(cm.Command) {
 			test = "  [test]"
 		}
-		fmt.Fprintf(w, "  %s exit %-3s %6dms  $ %s%s\n", mark, exitText(c.ExitCode), c.DurationMS, oneLine(c.Command, 100), test)
+		fmt.Fprintln(w, fit(fmt.Sprintf("  %s exit %-3s %6dms  $ %s%s", mark, exitText(cm.ExitCode), cm.DurationMS, oneLine(cm.Command, 200), test), width))
 	}
 }
 
@@ -102,6 +146,12 @@ func writeJSONLine(w io.Writer, v any) error {
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(append(b, '\n'))
+	_, err = w.Write(append(termtext.JSON(b), '\n'))
 	return err
+}
+
+// printOutcome writes what a decision did, wrapped to the width.
+func printOutcome(w io.Writer, message string, width int) {
+	p := &reviewPrinter{w: w, width: width}
+	p.wrap("", termtext.Line(message))
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/localagent/agent/agent"
-	"github.com/localagent/agent/orchestrator"
 	"io"
 	"os"
 	"os/signal"
@@ -18,6 +16,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/localagent/agent/agent"
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
+	"github.com/localagent/agent/orchestrator"
 	"github.com/localagent/agent/policy"
 	"github.com/localagent/agent/sandbox"
 	"github.com/localagent/agent/sandbox/toolbox"
@@ -29,6 +30,9 @@ func NewCmdSandbox(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sandbox",
 		Short: "Create and use hardened workspace containers (debug surface)",
+		Example: `  id=$(agent sandbox create --workspace ./repo)
+  agent sandbox exec $id -- sh -c 'id; ls'
+  agent sandbox rm $id`,
 		Long: `Create, use and remove the hardened containers tasks run in.
 
 A sandbox mounts one host directory at /workspace, has no network, no
@@ -106,7 +110,9 @@ func NewCmdSandboxCreate(f *Factory, runF func(context.Context, *SandboxCreateOp
 	cmd := &cobra.Command{
 		Use:   "create --workspace DIR [--image IMG] [--json]",
 		Short: "Create a sandbox for a directory and print its id",
-		Args:  cobra.NoArgs,
+		Example: `  agent sandbox create --workspace ./repo
+  agent sandbox create -w ./repo --image agent/busybox:latest --json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Workspace == "" {
 				return UsageErrorf("--workspace DIR is required")
@@ -121,19 +127,19 @@ func NewCmdSandboxCreate(f *Factory, runF func(context.Context, *SandboxCreateOp
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&opts.Workspace, "workspace", "w", "", "host directory to mount at /workspace")
+	fl.StringVarP(&opts.Workspace, "workspace", "w", "", "host `DIR` to mount at /workspace")
 	fl.BoolVar(&opts.JSON, "json", false, "print a JSON object instead of the id")
-	fl.StringArrayVar(&opts.Labels, "label", nil, "extra container label KEY=VALUE (repeatable)")
-	fl.StringVarP(&opts.User, "user", "u", "", "UID:GID to run as (default: yours; when you are root, the workspace owner or an unprivileged uid)")
+	fl.StringArrayVar(&opts.Labels, "label", nil, "extra container label `KEY=VALUE` (repeatable)")
+	fl.StringVarP(&opts.User, "user", "u", "", "`UID:GID` to run as (default: yours; when you are root, the workspace owner or an unprivileged uid)")
 	fl.BoolVar(&opts.ChownWorkspace, "chown-workspace", false, "when you are root and root owns the workspace, chown it recursively to the unprivileged sandbox uid (refused otherwise)")
-	fl.String("image", "", "sandbox image (config sandbox.image)")
-	fl.String("memory", "", "memory limit, e.g. 4g (config sandbox.memory)")
-	fl.Float64("cpus", 0, "CPU limit in cores (config sandbox.cpus)")
-	fl.Int64("pids", 0, "process limit (config sandbox.pids)")
-	fl.String("tmpfs", "", "size of /tmp and the home tmpfs (config sandbox.tmpfs)")
-	fl.String("runtime", "", "OCI runtime, e.g. runsc (config sandbox.runtime)")
-	fl.String("toolbox", "", "path of the agent-toolbox binary (config sandbox.toolbox)")
-	fl.String("seccomp", "", "seccomp profile: strict (the project's allowlist, the default) or default (the engine's) (config sandbox.seccomp)")
+	fl.String("image", "", "sandbox `IMAGE` (config sandbox.image)")
+	fl.String("memory", "", "memory limit `SIZE`, e.g. 4g (config sandbox.memory)")
+	fl.Float64("cpus", 0, "CPU limit in `CORES` (config sandbox.cpus)")
+	fl.Int64("pids", 0, "process limit, `N` (config sandbox.pids)")
+	fl.String("tmpfs", "", "`SIZE` of /tmp and the home tmpfs (config sandbox.tmpfs)")
+	fl.String("runtime", "", "OCI `RUNTIME`, e.g. runsc (config sandbox.runtime)")
+	fl.String("toolbox", "", "`PATH` of the agent-toolbox binary (config sandbox.toolbox)")
+	fl.String("seccomp", "", "seccomp profile, `strict|default`: the project's allowlist (the default) or the engine's (config sandbox.seccomp)")
 	for _, k := range []string{"image", "memory", "cpus", "pids", "tmpfs", "runtime", "toolbox", "seccomp"} {
 		f.BindFlag("sandbox."+k, fl.Lookup(k))
 	}
@@ -193,19 +199,24 @@ func sandboxCreateRun(ctx context.Context, opts *SandboxCreateOptions) error {
 	}
 	sb.Close()
 	if sb.Notice != "" {
-		fmt.Fprintln(opts.IO.ErrOut, "agent: "+sb.Notice)
+		fmt.Fprintln(opts.IO.ErrOut, "agent: "+termtext.Text(sb.Notice))
 	}
 	if opts.JSON {
-		return writeJSON(opts.IO.Out, sb)
+		return writeJSON(opts.IO.Out, newSandboxJSON(sb))
 	}
 	fmt.Fprintln(opts.IO.Out, sb.ID)
 	return nil
 }
 
+// writeJSON writes v as one indented JSON document, safe to print
+// (termtext.JSON).
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(termtext.JSON(b), '\n'))
+	return err
 }
 
 // SandboxExecOptions are the inputs of `agent sandbox exec`.
@@ -224,6 +235,8 @@ func NewCmdSandboxExec(f *Factory, runF func(context.Context, *SandboxExecOption
 	cmd := &cobra.Command{
 		Use:   "exec ID -- CMD...",
 		Short: "Run a command in a sandbox, streaming its output; exits with its code",
+		Example: `  agent sandbox exec 3f2a -- go test ./...
+  agent sandbox exec 3f2a -- sh`,
 		Long: `Run a command in a sandbox through the Docker exec API. Standard input is
 forwarded; a terminal is allocated when agent runs on one. The exit code is
 the command's.`,
@@ -239,8 +252,8 @@ the command's.`,
 			return sandboxExecRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.User, "user", "u", "", "uid[:gid] to run as (default: the sandbox user)")
-	cmd.Flags().StringVar(&opts.Workdir, "workdir", "", "working directory inside the sandbox (default /workspace)")
+	cmd.Flags().StringVarP(&opts.User, "user", "u", "", "`UID[:GID]` to run as (default: the sandbox user)")
+	cmd.Flags().StringVar(&opts.Workdir, "workdir", "", "working `DIR` inside the sandbox (default /workspace)")
 	return cmd
 }
 
@@ -355,6 +368,8 @@ func NewCmdSandboxTool(f *Factory, runF func(context.Context, *SandboxToolOption
 	cmd := &cobra.Command{
 		Use:   "tool ID NAME [JSON_ARGS]",
 		Short: "Run one agent tool in a sandbox and print its result as JSON",
+		Example: `  agent sandbox tool 3f2a read_file '{"path":"README.md","limit":20}'
+  agent sandbox tool 3f2a bash '{"command":"go test ./...","timeout":300}'`,
 		Long: `Run one agent tool (read_file, write_file, edit_file, multi_edit, list_dir,
 glob, grep, bash) in a sandbox exactly as the agent does, and print the
 result as a JSON object. Exits 1 when the tool reports an error.
@@ -395,7 +410,7 @@ func sandboxToolRun(ctx context.Context, opts *SandboxToolOptions) error {
 		return err
 	}
 	if resp.IsError {
-		fmt.Fprintf(opts.IO.ErrOut, "agent: %s failed: %s\n", opts.Tool, firstLine(resp.Output))
+		fmt.Fprintf(opts.IO.ErrOut, "agent: %s failed: %s\n", termtext.Line(opts.Tool), termtext.Line(firstLine(resp.Output)))
 		return &ExitCodeError{Code: ExitError}
 	}
 	return nil
@@ -420,7 +435,9 @@ func NewCmdSandboxList(f *Factory, runF func(context.Context, *SandboxListOption
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List sandboxes",
-		Args:    cobra.NoArgs,
+		Example: `  agent sandbox ls
+  agent sandbox ls --json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -442,14 +459,16 @@ func sandboxListRun(ctx context.Context, opts *SandboxListOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return writeJSON(opts.IO.Out, struct {
-			Sandboxes []*sandbox.Sandbox `json:"sandboxes"`
-		}{list})
+		out := make([]sandboxJSON, 0, len(list))
+		for _, sb := range list {
+			out = append(out, newSandboxJSON(sb))
+		}
+		return writeJSON(opts.IO.Out, map[string]any{"sandboxes": out})
 	}
 	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tIMAGE\tUSER\tCREATED\tWORKSPACE")
 	for _, sb := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", shortID(sb.ID), sb.State, sb.Image, sb.User, age(sb.Created)+" ago", sb.Workspace)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", shortID(sb.ID), sb.State, termtext.Line(sb.Image), sb.User, age(sb.Created)+" ago", termtext.Path(sb.Workspace))
 	}
 	return tw.Flush()
 }
@@ -459,6 +478,7 @@ type SandboxRemoveOptions struct {
 	IO      *IOStreams
 	Factory *Factory
 	IDs     []string
+	JSON    bool
 }
 
 // NewCmdSandboxRemove builds `agent sandbox rm`.
@@ -467,7 +487,9 @@ func NewCmdSandboxRemove(f *Factory, runF func(context.Context, *SandboxRemoveOp
 	cmd := &cobra.Command{
 		Use:   "rm ID...",
 		Short: "Kill and remove sandboxes (the workspace directory is kept)",
-		Args:  cobra.MinimumNArgs(1),
+		Example: `  agent sandbox rm 3f2a
+  agent sandbox rm $(agent sandbox ls --json | jq -r '.sandboxes[].id')`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.IDs = args
 			if runF != nil {
@@ -476,6 +498,7 @@ func NewCmdSandboxRemove(f *Factory, runF func(context.Context, *SandboxRemoveOp
 			return sandboxRemoveRun(cmd.Context(), opts)
 		},
 	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"removed": [ids]} as JSON`)
 	return cmd
 }
 
@@ -485,6 +508,7 @@ func sandboxRemoveRun(ctx context.Context, opts *SandboxRemoveOptions) error {
 		return err
 	}
 	var errs []error
+	removed := []string{}
 	for _, id := range opts.IDs {
 		sb, err := e.Get(ctx, id)
 		if err == nil {
@@ -494,7 +518,13 @@ func sandboxRemoveRun(ctx context.Context, opts *SandboxRemoveOptions) error {
 			errs = append(errs, err)
 			continue
 		}
-		fmt.Fprintln(opts.IO.Out, sb.ID)
+		removed = append(removed, sb.ID)
+		if !opts.JSON {
+			fmt.Fprintln(opts.IO.Out, sb.ID)
+		}
+	}
+	if opts.JSON && len(errs) == 0 {
+		return writeJSON(opts.IO.Out, map[string]any{"removed": removed})
 	}
 	return errors.Join(errs...)
 }

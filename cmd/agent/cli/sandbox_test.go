@@ -139,7 +139,7 @@ func TestSandboxBadInput(t *testing.T) {
 		{"missing workspace", []string{"sandbox", "create", "--workspace", filepath.Join(ws, "nope"), "--label", sandbox.LabelTest + "=" + label}, 1, "does not exist"},
 		{"missing image", []string{"sandbox", "create", "--workspace", ws, "--image", "agent/no-such:latest", "--label", sandbox.LabelTest + "=" + label}, 1, "agent images build sandbox"},
 		{"no workspace flag", []string{"sandbox", "create"}, 2, "--workspace"},
-		{"exec without command", []string{"sandbox", "exec", id}, 2, "requires at least 2 arg"},
+		{"exec without command", []string{"sandbox", "exec", id}, 2, "missing CMD..."},
 		{"bad label", []string{"sandbox", "create", "--workspace", ws, "--label", "novalue"}, 2, "KEY=VALUE"},
 		{"bad seccomp", []string{"sandbox", "create", "--workspace", ws, "--seccomp", "loose"}, 2, "default or strict"},
 	} {

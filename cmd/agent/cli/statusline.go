@@ -19,10 +19,22 @@ const clearLine = "\r\x1b[2K"
 type statusLine struct {
 	w  io.Writer
 	up bool // drawn and not cleared since
+	// width is the terminal's width (nil or 0: unknown). The line is cut
+	// to one column less, so it never wraps: clearLine erases one
+	// physical line, and a wrapped status line would leave a copy behind
+	// on every redraw.
+	width func() int
 }
 
 func (s *statusLine) draw(text string) {
-	fmt.Fprint(s.w, clearLine+text)
+	w := 0
+	if s.width != nil {
+		w = s.width()
+	}
+	if w <= 0 {
+		w = 80
+	}
+	fmt.Fprint(s.w, clearLine+fit(text, w-1))
 	s.up = true
 }
 

@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/localagent/agent/agent"
 	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"github.com/localagent/agent/orchestrator"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
@@ -93,10 +96,11 @@ status 3.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.Repo, "repo", "", "directory inside the git checkout to work on (default: the working directory)")
-	fl.StringVar(&opts.Base, "base", "", "ref the task branches from (default: HEAD)")
+	fl.StringVar(&opts.Repo, "repo", "", "`DIR` inside the git checkout to work on (default: the working directory)")
+	fl.StringVar(&opts.Base, "base", "", "`REF` the task branches from (default: HEAD)")
 	fl.StringVar(&opts.PromptFile, "prompt-file", "", "read the prompt from `FILE`")
-	fl.StringVar(&opts.Approve, "approve", approveAsk, "decision after review: ask, merge, squash, merge-if-green, squash-if-green, keep or discard")
+	fl.StringVar(&opts.Approve, "approve", approveAsk, "decision after review: `ask|merge|squash|merge-if-green|squash-if-green|keep|discard`")
+	_ = cmd.RegisterFlagCompletionFunc("approve", completeApprove)
 	fl.BoolVar(&opts.IncludeUncommitted, "include-uncommitted", false, "start from a snapshot of the checkout's uncommitted changes")
 	fl.BoolVar(&opts.JSON, "json", false, "stream events as JSON lines on stdout; the last line is the result")
 	opts.Run.add(cmd)
@@ -119,9 +123,9 @@ type RunFlags struct {
 
 func (rf *RunFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&rf.LLM, "llm", "", "model endpoint: URL of an OpenAI-compatible server, or script:FILE for a scripted model (config llm.url; default: the managed llama-server)")
-	fl.StringVar(&rf.Model, "model", "", "model name to request (config llm.model)")
-	fl.StringVar(&rf.Image, "image", "", "sandbox image (config sandbox.image)")
+	fl.StringVar(&rf.LLM, "llm", "", "model endpoint: `URL` of an OpenAI-compatible server, or script:FILE for a scripted model (config llm.url; default: the managed llama-server)")
+	fl.StringVar(&rf.Model, "model", "", "`NAME` of the served model to request (config llm.served_model)")
+	fl.StringVar(&rf.Image, "image", "", "sandbox `IMAGE` (config sandbox.image)")
 	fl.BoolVar(&rf.ShowThinking, "show-thinking", false, "show the model's thinking as it streams (it is always kept: agent log)")
 	fl.StringArrayVar(&rf.AllowHosts, "allow-host", nil, "let the sandbox reach `HOST[:PORT]` through the logged egress proxy (repeatable; *.example.com for subdomains; config sandbox.egress; default: no network at all)")
 }
@@ -138,7 +142,7 @@ func (rf *RunFlags) apply(cfg *Config) {
 		cfg.LLM.URL = rf.LLM
 	}
 	if rf.ModelSet {
-		cfg.LLM.Model = rf.Model
+		cfg.LLM.ServedModel = rf.Model
 	}
 	if rf.ImageSet {
 		cfg.Sandbox.Image = rf.Image
@@ -230,7 +234,19 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 	return o, cfg, nil
 }
 
-func taskRun(ctx context.Context, opts *TaskOptions) error {
+// jsonResultOnError makes a --json task run that fails before it has a
+// task (bad flags, no model, no repository) still end its JSON lines with
+// a result line carrying the error.
+func jsonResultOnError(ios *IOStreams, jsonOut bool, err *error) {
+	if !jsonOut || *err == nil || ios.jsonDone {
+		return
+	}
+	_ = writeJSONLine(ios.Out, newTaskResult(nil, nil, nil, *err))
+	markJSONWritten(ios)
+}
+
+func taskRun(ctx context.Context, opts *TaskOptions) (err error) {
+	defer jsonResultOnError(opts.IO, opts.JSON, &err)
 	approve, err := parseApprove(opts.Approve)
 	if err != nil {
 		return err
@@ -239,6 +255,9 @@ func taskRun(ctx context.Context, opts *TaskOptions) error {
 	// failing after a long run would waste it.
 	if approve == approveAsk && (opts.JSON || !opts.IO.CanPrompt()) {
 		return errNeedApprove("agent task")
+	}
+	if err := checkMergeable(ctx, approve, opts.Repo, opts.Base); err != nil {
+		return err
 	}
 	labels, err := parseLabelFlags(opts.Labels)
 	if err != nil {
@@ -253,7 +272,7 @@ func taskRun(ctx context.Context, opts *TaskOptions) error {
 	}
 	run, err := o.NewTask(ctx, orchestrator.TaskOptions{
 		Prompt: opts.Prompt, RepoDir: opts.Repo, Base: opts.Base, IncludeUncommitted: opts.IncludeUncommitted,
-		LLM: cfg.LLM.URL, Model: cfg.LLM.Model, Image: cfg.Sandbox.Image,
+		LLM: cfg.LLM.URL, Model: cfg.LLM.ServedModel, Image: cfg.Sandbox.Image,
 	})
 	if err != nil {
 		return err
@@ -266,14 +285,60 @@ func taskRun(ctx context.Context, opts *TaskOptions) error {
 	return executeAndDecide(ctx, opts.IO, o, run, r, approve, opts.JSON)
 }
 
+// checkMergeable fails before a run that asks to merge when there is no
+// branch to merge into (a detached HEAD, a tag, a commit): finding out
+// after the whole run would waste it. Other problems with the repository
+// or the base are left to NewTask, which explains them.
+func checkMergeable(ctx context.Context, approve, repo, base string) error {
+	if approve != string(orchestrator.Merge) && approve != string(orchestrator.Squash) {
+		return nil
+	}
+	dir := repo
+	if dir == "" {
+		dir = "."
+	}
+	r, err := worktree.Open(ctx, dir)
+	if err != nil {
+		return nil
+	}
+	b, err := r.ResolveBase(ctx, base)
+	if err != nil || b.Branch != "" {
+		return nil
+	}
+	what := "HEAD is detached"
+	if base != "" {
+		what = fmt.Sprintf("the base %s is not a branch", termtext.Line(base))
+	}
+	return UsageErrorf("--approve %s: %s, so there is nothing to merge into: check out a branch, pass --base BRANCH, or use --approve keep", approve, what)
+}
+
 // executeAndDecide runs a task to its review and applies the decision.
 // Request changes in the review continues the task with the user's
-// message and comes back to the review.
-func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orchestrator, run *orchestrator.Run, r *eventRenderer, approve string, jsonOut bool) error {
+// message and comes back to the review. With --json its last line on
+// stdout is always the result object (taskResult), also when the run or
+// the decision failed.
+func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orchestrator, run *orchestrator.Run, r *eventRenderer, approve string, jsonOut bool) (err error) {
 	t := run.Task
-	human := ios.Out
+	var rv *orchestrator.Review
+	var out *orchestrator.Outcome
+	var gate *gateJSON
+	var note string
 	if jsonOut {
-		human = ios.ErrOut
+		defer func() {
+			res := newTaskResult(t, rv, out, err)
+			res.Gate = gate
+			if res.Outcome != nil && note != "" {
+				res.Outcome.Notes = append(res.Outcome.Notes, note)
+			}
+			if werr := writeJSONLine(ios.Out, res); werr != nil && err == nil {
+				err = werr
+			}
+			markJSONWritten(ios)
+		}()
+	}
+	human, tty, width := ios.Out, ios.OutTTY, ios.Width()
+	if jsonOut {
+		human, tty, width = ios.ErrOut, ios.ErrTTY, ios.ErrWidth()
 	}
 	for {
 		if err := run.Execute(ctx); err != nil {
@@ -284,26 +349,29 @@ func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orche
 			}
 			return err
 		}
-		rv, err := o.Review(ctx, t)
+		rv, err = o.Review(ctx, t)
 		if err != nil {
 			return err
 		}
 		r.Close()
-		printReview(human, rv)
-		printSpeed(human, t.Tokens)
+		printReview(human, rv, width, colors{on: ios.Color(tty)})
+		printSpeed(human, t.Tokens, width)
 
 		var d orchestrator.Decision
 		var gateMsg string
-		var gateErr error
+		var gateErr, cancelled error
 		switch approve {
 		case approveAsk:
 			unmerged, uncommitted, err := o.UnmergedWork(ctx, t)
 			if err != nil {
 				return err
 			}
+			// Ctrl-C or Esc on the form keeps the branch (nothing is
+			// lost) and then exits 130 like any interrupted command.
 			var changes string
-			if d, changes, err = askReview(ios, rv, unmerged, len(uncommitted), true); err != nil {
-				return err
+			d, changes, cancelled = askReview(ios, rv, unmerged, len(uncommitted), true)
+			if cancelled != nil && !errors.Is(cancelled, ErrCancelled) {
+				return cancelled
 			}
 			if d == requestChanges {
 				if err := continueAfterReview(human, run, changes); err != nil {
@@ -314,33 +382,57 @@ func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orche
 			}
 		case approveMergeIfGreen, approveSquashIfGreen:
 			d, gateMsg, gateErr = gateDecision(approve, rv)
+			gate = &gateJSON{Passed: gateErr == nil, Message: gateMsg}
 		default:
 			d = orchestrator.Decision(approve)
 		}
-		out, derr := o.Decide(ctx, t, d, true)
-		if jsonOut {
-			res := map[string]any{"kind": "result", "task": t, "review": rv}
-			if derr == nil {
-				res["outcome"] = out
-			} else {
-				res["error"] = derr.Error()
-			}
-			if gateErr != nil {
-				res["gate"] = map[string]any{"passed": false, "message": gateMsg, "exit_code": ExitNotGreen}
-			}
-			if err := writeJSONLine(ios.Out, res); err != nil {
-				return err
-			}
-		}
+		res, derr := o.Decide(ctx, t, d, true)
 		if derr != nil {
 			return derr
 		}
-		fmt.Fprintln(human, out.Message)
+		out = &res
+		printOutcome(human, res.Message, width)
+		if note = signingNote(ctx, t, &res); note != "" {
+			printOutcome(human, "note: "+note, width)
+		}
 		if gateErr != nil {
 			fmt.Fprintln(ios.ErrOut, "agent: "+termSafe(gateMsg))
+			return gateErr
 		}
-		return gateErr
+		return cancelled
 	}
+}
+
+// userSignsCommits reports whether the user's git signs commits in repo
+// (commit.gpgsign from any of their config files). The orchestrator's own
+// git overrides that setting on every run, so it is read here with plain
+// git config, which runs no hook, filter or signing program.
+func userSignsCommits(ctx context.Context, repo string) bool {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, "git", "-C", repo, "config", "--type=bool", "--get", "commit.gpgsign")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIT_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	out, err := cmd.Output()
+	return err == nil && strings.TrimSpace(string(out)) == "true"
+}
+
+// signingNote says when a merge or squash commit is unsigned in a
+// repository that signs its commits: host git never runs the user's
+// signing program (DESIGN invariant 2), so the user should know and can
+// sign it themselves.
+func signingNote(ctx context.Context, t *store.Task, out *orchestrator.Outcome) string {
+	if out.Commit == "" || (out.Decision != orchestrator.Merge && out.Decision != orchestrator.Squash) {
+		return ""
+	}
+	if !userSignsCommits(ctx, t.Repo) {
+		return ""
+	}
+	return fmt.Sprintf("the commit %.12s on %s is not signed although commit.gpgsign is set: agent never runs a signing program; "+
+		"to sign it, on %s: git commit --amend --no-edit -S", out.Commit, t.BaseBranch, t.BaseBranch)
 }
 
 // TaskResumeOptions are the inputs of `agent resume`.
@@ -363,7 +455,10 @@ func NewCmdTaskResume(f *Factory, runF func(context.Context, *TaskResumeOptions)
 		Long: `Continue a task whose run was interrupted (Ctrl-C, a killed process, a
 crash) or failed: a fresh sandbox is created over the same worktree and the
 agent continues the same transcript. --llm overrides the task's endpoint.`,
-		Args: cobra.ExactArgs(1),
+		Example: `  agent resume 3f2a
+  agent resume 3f2a --llm http://127.0.0.1:8081 --approve keep`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeTaskIDs(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Task = args[0]
 			opts.Run.changed(cmd)
@@ -383,7 +478,8 @@ agent continues the same transcript. --llm overrides the task's endpoint.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.Approve, "approve", approveAsk, "decision after review: ask, merge, squash, merge-if-green, squash-if-green, keep or discard")
+	fl.StringVar(&opts.Approve, "approve", approveAsk, "decision after review: `ask|merge|squash|merge-if-green|squash-if-green|keep|discard`")
+	_ = cmd.RegisterFlagCompletionFunc("approve", completeApprove)
 	fl.BoolVar(&opts.JSON, "json", false, "stream events as JSON lines on stdout; the last line is the result")
 	opts.Run.add(cmd)
 	fl.StringArrayVar(&opts.Labels, "label", nil, "extra sandbox container label KEY=VALUE (repeatable)")
@@ -391,7 +487,8 @@ agent continues the same transcript. --llm overrides the task's endpoint.`,
 	return cmd
 }
 
-func taskResumeRun(ctx context.Context, opts *TaskResumeOptions) error {
+func taskResumeRun(ctx context.Context, opts *TaskResumeOptions) (err error) {
+	defer jsonResultOnError(opts.IO, opts.JSON, &err)
 	approve, err := parseApprove(opts.Approve)
 	if err != nil {
 		return err
@@ -420,8 +517,8 @@ func taskResumeRun(ctx context.Context, opts *TaskResumeOptions) error {
 	if opts.Run.LLMSet || os.Getenv(envVar("llm.url")) != "" {
 		ro.LLM = cfg.LLM.URL
 	}
-	if opts.Run.ModelSet || os.Getenv(envVar("llm.model")) != "" {
-		ro.Model = cfg.LLM.Model
+	if opts.Run.ModelSet || os.Getenv(envVar("llm.served_model")) != "" {
+		ro.Model = cfg.LLM.ServedModel
 	}
 	run, err := o.Resume(ctx, opts.Task, ro)
 	if err != nil {

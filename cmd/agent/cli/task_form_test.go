@@ -57,6 +57,8 @@ func TestTaskFormDecides(t *testing.T) {
 		name  string
 		keys  []string
 		check func(t *testing.T, repo, base string)
+		// code is the process exit code the run ends with.
+		code int
 	}{
 		{"merge", []string{keyUp, keyUp, keyEnter}, func(t *testing.T, repo, base string) {
 			if got := gitOut(t, repo, "rev-list", "--parents", "-n1", "main"); len(strings.Fields(got)) != 3 {
@@ -65,12 +67,12 @@ func TestTaskFormDecides(t *testing.T) {
 			if b, _ := os.ReadFile(filepath.Join(repo, "greet.sh")); !bytes.Contains(b, []byte("${1:-world}")) {
 				t.Error("checkout not updated")
 			}
-		}},
+		}, 0},
 		{"squash", []string{keyUp, keyEnter}, func(t *testing.T, repo, base string) {
 			if got := gitOut(t, repo, "rev-list", "--parents", "-n1", "main"); len(strings.Fields(got)) != 2 || gitOut(t, repo, "rev-parse", "main~1") != base {
 				t.Errorf("main is not one squash commit on the base: %s", got)
 			}
-		}},
+		}, 0},
 		{"keep", []string{keyEnter}, func(t *testing.T, repo, base string) {
 			if gitOut(t, repo, "rev-parse", "main") != base {
 				t.Error("main moved")
@@ -78,22 +80,22 @@ func TestTaskFormDecides(t *testing.T) {
 			if gitOut(t, repo, "branch", "--list", "agent/*") == "" {
 				t.Error("branch gone")
 			}
-		}},
-		{"ctrl-c keeps", []string{keyDown, keyCtrlC}, func(t *testing.T, repo, base string) {
+		}, 0},
+		{"ctrl-c keeps, exits 130", []string{keyDown, keyCtrlC}, func(t *testing.T, repo, base string) {
 			if gitOut(t, repo, "rev-parse", "main") != base || gitOut(t, repo, "branch", "--list", "agent/*") == "" {
 				t.Error("ctrl-c did not keep the branch")
 			}
-		}},
+		}, ExitInterrupted},
 		{"discard, confirmed", []string{keyDown, keyEnter, waitFor + "unmerged commit", "y", keyEnter}, func(t *testing.T, repo, base string) {
 			if gitOut(t, repo, "rev-parse", "main") != base || gitOut(t, repo, "branch", "--list", "agent/*") != "" {
 				t.Error("discard left the branch or moved main")
 			}
-		}},
+		}, 0},
 		{"discard, declined", []string{keyDown, keyEnter, waitFor + "unmerged commit", keyEnter}, func(t *testing.T, repo, base string) {
 			if gitOut(t, repo, "branch", "--list", "agent/*") == "" {
 				t.Error("declined discard removed the branch")
 			}
-		}},
+		}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,8 +120,8 @@ func TestTaskFormDecides(t *testing.T) {
 			typeKeysShown(t, w, &errOut, tt.keys...)
 			select {
 			case err := <-done:
-				if err != nil {
-					t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errOut.String())
+				if code := exitCode(ios, err, false); code != tt.code {
+					t.Fatalf("exit code %d, want %d (%v)\nstdout:\n%s\nstderr:\n%s", code, tt.code, err, out.String(), errOut.String())
 				}
 			case <-time.After(2 * time.Minute):
 				t.Fatal("agent task did not finish")

@@ -1,0 +1,39 @@
+package cli
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestMain runs the tests in an environment of their own: AGENT_*
+// variables, NO_COLOR, PAGER and COLUMNS of the shell that started `go
+// test` would change what configuration and output the tests see (an
+// exported AGENT_STATE_DIR once made the project-config test fail). Each
+// test sets what it needs itself.
+func TestMain(m *testing.M) {
+	dir := clearCallerEnv()
+	code := m.Run()
+	if dir != "" {
+		_ = os.RemoveAll(dir)
+	}
+	os.Exit(code)
+}
+
+func clearCallerEnv() string {
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if (strings.HasPrefix(k, "AGENT_") && !strings.HasPrefix(k, "AGENT_TEST_")) ||
+			k == "NO_COLOR" || k == "PAGER" || k == "COLUMNS" || k == "XDG_STATE_HOME" || k == "XDG_CONFIG_HOME" {
+			_ = os.Unsetenv(k)
+		}
+	}
+	// The user's own config must not apply either.
+	dir, err := os.MkdirTemp("", "agent-cli-test-config-*")
+	if err != nil {
+		return ""
+	}
+	_ = os.Setenv("XDG_CONFIG_HOME", dir)
+	_ = os.Setenv("XDG_STATE_HOME", dir+"/state")
+	return dir
+}
