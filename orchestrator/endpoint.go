@@ -58,6 +58,15 @@ func (o *Orchestrator) openLLM(ctx context.Context, spec, model string) (*endpoi
 		ep.close = func() { _ = srv.Close() }
 	case spec == "":
 		ep.url = llamaserver.URL(o.opts.LLMPort)
+		if o.opts.LLMAddress != nil {
+			// The running server's own port beats configuration: it may
+			// have been started with `llm up --port N`.
+			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if u, err := o.opts.LLMAddress(actx); err == nil && u != "" {
+				ep.url = u
+			}
+			cancel()
+		}
 	default:
 		ep.url = spec
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/go-connections/nat"
+
+	"github.com/localagent/agent/images"
 )
 
 // Label keys on the managed container. LabelManaged and LabelKind are the
@@ -30,6 +32,11 @@ const (
 	LabelCtx      = "dev.localagent.llm.ctx"      // total context (-c)
 	LabelParallel = "dev.localagent.llm.parallel" // slots (-np)
 	LabelGPUs     = "dev.localagent.llm.gpus"     // GPUs.String()
+	LabelOwner    = "dev.localagent.llm.owner"    // Owner.ID: whose server this is
+	LabelStateDir = "dev.localagent.llm.state_dir"
+	// LabelBackend is the image's backend (images.LabelBackend), copied
+	// to the container so status needs no image inspect.
+	LabelBackend = images.LabelBackend
 )
 
 // KindLLM is the LabelKind value of the managed llama-server.
@@ -89,6 +96,14 @@ type Options struct {
 	CDI bool
 	// Labels are added to the container's (tests set a per-test label).
 	Labels map[string]string
+	// Owner is set by Up from the Manager: it names and labels the
+	// container.
+	Owner Owner
+	// Force lets Up replace a server of another owner that holds Port.
+	Force bool
+	// GPUNote is set when llm.gpus auto chose the CPU: the one line that
+	// says why (no GPU runtime, no GPU image).
+	GPUNote string
 }
 
 // DefaultStartTimeout is long enough for a big model from a slow disk.
@@ -148,7 +163,7 @@ func (o Options) Args() []string {
 		"--jinja",
 		"--metrics",
 	}
-	if o.GPUs.Mode != GPUNone {
+	if o.GPUs.Mode == GPUNvidia || o.GPUs.Mode == GPUAMD {
 		// Offload every layer; llama-server caps the number at the model's.
 		args = append(args, "--n-gpu-layers", "999")
 	} else {
@@ -165,6 +180,9 @@ type ImageFacts struct {
 	// HasEntrypoint says the image starts llama-server itself (vendor
 	// images do); otherwise the command is "llama-server ARGS".
 	HasEntrypoint bool
+	// Backend is the image's LabelBackend (images.BackendCPU, ...); ""
+	// for an image not built here, whose backend is unknown.
+	Backend string
 }
 
 // HostFacts are what the spec needs to know about the host.
@@ -185,6 +203,12 @@ type HostFacts struct {
 func Spec(o Options, img ImageFacts, host HostFacts) (*container.Config, *container.HostConfig) {
 	port := nat.Port(strconv.Itoa(ContainerPort) + "/tcp")
 	cmd := o.Args()
+	if img.Backend != "" && !hasVerbosity(o.ExtraArgs) {
+		// The lines that say which device holds the model and how many
+		// layers were offloaded are logged at verbosity 4 by the Debian
+		// build; status reads them (a vendor image keeps its default).
+		cmd = append(cmd, "--log-verbosity", "4")
+	}
 	if !img.HasEntrypoint {
 		cmd = append([]string{"llama-server"}, cmd...)
 	}
@@ -202,6 +226,9 @@ func Spec(o Options, img ImageFacts, host HostFacts) (*container.Config, *contai
 		LabelCtx:      strconv.Itoa(o.Ctx),
 		LabelParallel: strconv.Itoa(o.Parallel),
 		LabelGPUs:     o.GPUs.String(),
+		LabelOwner:    o.Owner.ID,
+		LabelStateDir: o.Owner.StateDir,
+		LabelBackend:  img.Backend,
 	} {
 		labels[k] = v
 	}
@@ -238,7 +265,13 @@ func Spec(o Options, img ImageFacts, host HostFacts) (*container.Config, *contai
 	}
 	switch o.GPUs.Mode {
 	case GPUNvidia:
-		hc.DeviceRequests = nvidiaRequests(o.GPUs, o.CDI)
+		hc.DeviceRequests = nvidiaRequests(o.GPUs, o.CDI, img.Backend == images.BackendVulkan)
+		if img.Backend == images.BackendVulkan {
+			// Vulkan reaches NVIDIA GPUs through the driver's graphics
+			// libraries (and its ICD file), which the runtime mounts only
+			// when asked for the graphics capability.
+			cfg.Env = append(cfg.Env, "NVIDIA_DRIVER_CAPABILITIES="+strings.Join(vulkanCaps, ","))
+		}
 	case GPUAMD:
 		devs := host.AMDDevices
 		if len(devs) == 0 {
@@ -254,7 +287,10 @@ func Spec(o Options, img ImageFacts, host HostFacts) (*container.Config, *contai
 	return cfg, hc
 }
 
-func nvidiaRequests(g GPUs, cdi bool) []container.DeviceRequest {
+// vulkanCaps are the NVIDIA driver capabilities a Vulkan build needs.
+var vulkanCaps = []string{"compute", "utility", "graphics"}
+
+func nvidiaRequests(g GPUs, cdi, vulkan bool) []container.DeviceRequest {
 	if cdi {
 		// CDI names the devices the NVIDIA toolkit's spec generator wrote.
 		ids := []string{"nvidia.com/gpu=all"}
@@ -267,6 +303,9 @@ func nvidiaRequests(g GPUs, cdi bool) []container.DeviceRequest {
 		return []container.DeviceRequest{{Driver: "cdi", DeviceIDs: ids}}
 	}
 	req := container.DeviceRequest{Driver: "nvidia", Capabilities: [][]string{{"gpu"}}}
+	if vulkan {
+		req.Capabilities = [][]string{append([]string{"gpu"}, vulkanCaps...)}
+	}
 	if g.All {
 		req.Count = -1
 	} else {
@@ -289,4 +328,14 @@ func SettingsHash(o Options, img ImageFacts, host HostFacts) string {
 	}{o.Model, o.modelFile(), o.Image, img.ID, o.Port, o.Args(), o.GPUs.String(), o.CDI, host.UID, host.GID, o.Labels})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
+}
+
+func hasVerbosity(args []string) bool {
+	for _, a := range args {
+		name, _, _ := strings.Cut(a, "=")
+		if slices.Contains([]string{"-lv", "--verbosity", "--log-verbosity", "-v", "--verbose", "--log-verbose"}, name) {
+			return true
+		}
+	}
+	return false
 }

@@ -49,6 +49,15 @@ type Status struct {
 	Ctx      int    `json:"ctx,omitempty"`
 	Parallel int    `json:"parallel,omitempty"`
 	GPUs     string `json:"gpus,omitempty"`
+	// Backend is the image's llama-server backend (cpu, cuda, vulkan; ""
+	// for an image not built here).
+	Backend string `json:"backend,omitempty"`
+	// Offload is what the server's log says about devices, offloaded
+	// layers and VRAM (read while it runs).
+	Offload *Offload `json:"offload,omitempty"`
+	// Owner and StateDir say whose server this is.
+	Owner    string `json:"owner,omitempty"`
+	StateDir string `json:"state_dir,omitempty"`
 	// Devices are the GPU devices the container was given, as the engine
 	// records them ("nvidia: all", "nvidia: 0,1", "/dev/dri").
 	Devices []string `json:"devices,omitempty"`
@@ -68,7 +77,7 @@ type Status struct {
 // Status inspects the server of instance and, when it runs, asks it for
 // its health, slots and build.
 func (m *Manager) Status(ctx context.Context, instance string) (*Status, error) {
-	name := Name(instance)
+	name := m.Name(instance)
 	s := &Status{Name: name, State: StateAbsent}
 	insp, err := m.eng.ContainerInspect(ctx, name)
 	if cerrdefs.IsNotFound(err) {
@@ -84,6 +93,7 @@ func (m *Manager) Status(ctx context.Context, instance string) (*Status, error) 
 			return nil, fmt.Errorf("the container named %s was not created by agent", name)
 		}
 		s.Image, s.Model, s.GPUs = insp.Config.Image, l[LabelModel], l[LabelGPUs]
+		s.Backend, s.Owner, s.StateDir = l[LabelBackend], l[LabelOwner], l[LabelStateDir]
 		s.Port, _ = strconv.Atoi(l[LabelPort])
 		s.Ctx, _ = strconv.Atoi(l[LabelCtx])
 		s.Parallel, _ = strconv.Atoi(l[LabelParallel])
@@ -107,6 +117,9 @@ func (m *Manager) Status(ctx context.Context, instance string) (*Status, error) 
 		return s, nil
 	}
 	s.StartedAt, _ = time.Parse(time.RFC3339Nano, st.StartedAt)
+	if p := publishedPort(insp.NetworkSettings); p > 0 && p != s.Port {
+		s.Port, s.URL = p, URL(p)
+	}
 	if s.URL == "" {
 		s.State = StateUnhealthy
 		s.Health = "no port label on the container"
@@ -131,6 +144,9 @@ func (m *Manager) Status(ctx context.Context, instance string) (*Status, error) 
 		return s, nil
 	}
 	s.State, s.Health = StateReady, h.Message
+	if off := m.readOffload(hctx, insp.ID); off.Known || len(off.Devices) > 0 || off.NoGPU || len(off.Backends) > 0 {
+		s.Offload = &off
+	}
 	if p, err := c.Props(hctx); err == nil {
 		s.TotalSlots, s.SlotCtx, s.Build = p.TotalSlots, p.NCtx, p.BuildInfo
 	}
