@@ -453,6 +453,11 @@ func (m *Manager) imageFacts(ctx context.Context, ref string) (ImageFacts, error
 	}
 	if ii.Config != nil {
 		f.Backend = ii.Config.Labels[images.LabelBackend]
+		if f.Backend == "" && ii.Config.Labels[images.LabelImage] == images.NameLlamaServer {
+			// Built here before images carried their backend: those
+			// builds were CPU-only.
+			f.Backend = images.BackendCPU
+		}
 	}
 	return f, nil
 }

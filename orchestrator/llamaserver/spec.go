@@ -96,6 +96,9 @@ type Options struct {
 	CDI bool
 	// Labels are added to the container's (tests set a per-test label).
 	Labels map[string]string
+	// Env is added to the server's environment (GGML_VK_VISIBLE_DEVICES,
+	// CUDA_VISIBLE_DEVICES, ...).
+	Env []string
 	// Owner is set by Up from the Manager: it names and labels the
 	// container.
 	Owner Owner
@@ -236,7 +239,7 @@ func Spec(o Options, img ImageFacts, host HostFacts) (*container.Config, *contai
 		Image:        o.Image,
 		Cmd:          cmd,
 		User:         fmt.Sprintf("%d:%d", host.UID, host.GID),
-		Env:          []string{"HOME=/tmp"}, // read-only root: anything cached goes to the tmpfs
+		Env:          append([]string{"HOME=/tmp"}, o.Env...), // read-only root: anything cached goes to the tmpfs
 		ExposedPorts: nat.PortSet{port: struct{}{}},
 		Labels:       labels,
 	}
@@ -325,7 +328,8 @@ func SettingsHash(o Options, img ImageFacts, host HostFacts) string {
 		CDI                         bool
 		UID, GID                    int
 		Labels                      map[string]string
-	}{o.Model, o.modelFile(), o.Image, img.ID, o.Port, o.Args(), o.GPUs.String(), o.CDI, host.UID, host.GID, o.Labels})
+		Env                         []string `json:",omitempty"`
+	}{o.Model, o.modelFile(), o.Image, img.ID, o.Port, o.Args(), o.GPUs.String(), o.CDI, host.UID, host.GID, o.Labels, o.Env})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }

@@ -507,9 +507,6 @@ func offloadLine(backend string, off *llamaserver.Offload) string {
 	if off.VRAMMiB > 0 {
 		parts = append(parts, fmt.Sprintf("%.1f MiB VRAM", off.VRAMMiB))
 	}
-	if off.NoGPU {
-		parts = append(parts, "llama-server found no usable GPU")
-	}
 	return strings.Join(parts, ", ")
 }
 
