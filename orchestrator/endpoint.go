@@ -24,8 +24,11 @@ type endpoint struct {
 	model     string
 	ctxTokens int
 	slots     int // the server's parallel slots: how many sub-agents run at once
-	scripted  bool
-	close     func()
+	// pin: the server reported its slots (llama-server's /props), so each
+	// agent loop is pinned to one slot with prompt caching.
+	pin      bool
+	scripted bool
+	close    func()
 }
 
 // openLLM connects to the model named by spec: "script:FILE" starts the
@@ -95,5 +98,18 @@ func (o *Orchestrator) openLLM(ctx context.Context, spec, model string) (*endpoi
 	}
 	ep.ctxTokens = info.ContextWindow
 	ep.slots = max(info.Slots, 1)
+	ep.pin = info.Slots > 0
 	return ep, nil
+}
+
+// mainSlot is the slot of a task's own agent loop.
+const mainSlot = 0
+
+// slot is the Slot option pinning an agent to slot id, or nil when the
+// server has no slots to pin to.
+func (ep *endpoint) slot(id int) *int {
+	if !ep.pin {
+		return nil
+	}
+	return &id
 }

@@ -264,6 +264,9 @@ func (o *Orchestrator) sandboxSpec(t *store.Task, name string) sandbox.Spec {
 func (r *Run) agentOptions(sb *sandbox.Sandbox, sink event.Sink) agent.Options {
 	o := r.o
 	return agent.Options{
+		// The task's own loop keeps slot 0; sub-agents get their own
+		// (spawner).
+		Slot:          r.ep.slot(mainSlot),
 		Client:        r.ep.client,
 		Workspace:     sandboxWorkspace{sb: sb},
 		Model:         modelParam(r.ep),
@@ -466,6 +469,11 @@ func (r *Run) recorder(save func()) (event.Sink, func()) {
 			t.Tokens.Prompt += e.PromptTokens
 			t.Tokens.Completion += e.CompletionTokens
 			addSpeed(&t.Tokens, e.Speed)
+			if e.Speed != nil && e.Speed.Server && len(t.Tokens.Turns) < store.MaxTurns {
+				t.Tokens.Turns = append(t.Tokens.Turns, store.TurnTokens{
+					Agent: e.Agent, Slot: e.Slot, Prompt: e.PromptTokens, Processed: e.Speed.PromptProcessed, Cached: e.Speed.PromptCached,
+				})
+			}
 		}
 	})
 	return sink, func() {

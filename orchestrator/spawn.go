@@ -58,21 +58,26 @@ func (s *spawner) Spawn(ctx context.Context, tasks []agent.SubTask) ([]agent.Sub
 	s.seq++
 	round := strconv.Itoa(s.seq) + hex.EncodeToString(rb[:])
 	results := make([]agent.SubResult, len(tasks))
-	sem := make(chan struct{}, max(s.r.ep.slots, 1))
+	// Each running sub-agent holds one of the server's slots and is pinned
+	// to it, so its turns re-use its own cached prompt. The parent's slot
+	// is handed out last: the parent waits in this call, and its cache is
+	// worth keeping for when the sub-agents are done.
+	pool := newSlotPool(s.r.ep.slots)
 	var wg sync.WaitGroup
 	// Slots are taken in the order the model gave the tasks.
 	for i, st := range tasks {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
+		slot, err := pool.take(ctx, func(busy int) {
+			s.event(st.Name, "queued", fmt.Sprintf("waiting for a free model slot (all %d busy)", busy))
+		})
+		if err != nil {
 			results[i] = agent.SubResult{Name: st.Name, Summary: "cancelled", IsError: true}
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
-			results[i] = s.runOne(ctx, repo, pwt, snap, round, st)
+			defer pool.give(slot)
+			results[i] = s.runOne(ctx, repo, pwt, snap, round, st, slot)
 		}()
 	}
 	wg.Wait()
@@ -87,7 +92,7 @@ func (s *spawner) event(name, state, text string) {
 }
 
 // runOne runs one sub-agent to the end and brings its work back.
-func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree.Worktree, snap, round string, st agent.SubTask) agent.SubResult {
+func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree.Worktree, snap, round string, st agent.SubTask, slot int) agent.SubResult {
 	o, t := s.r.o, s.r.Task
 	fail := func(format string, a ...any) agent.SubResult {
 		msg := fmt.Sprintf(format, a...)
@@ -150,6 +155,7 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	}()
 
 	opts := s.r.agentOptions(sb, s.sink)
+	opts.Slot = s.r.ep.slot(slot)
 	opts.Name = st.Name
 	opts.SessionPath = filepath.Join(filepath.Dir(t.Session), id+".jsonl")
 	opts.ArtifactDir = o.artifactDir(id)
@@ -217,3 +223,41 @@ func parseUser(s string) (uid, gid int, ok bool) {
 	gid, err2 := strconv.Atoi(g)
 	return uid, gid, err1 == nil && err2 == nil
 }
+
+// slotPool hands out the model server's slots to sub-agents, the parent's
+// own slot (mainSlot) last.
+type slotPool struct {
+	n    int
+	free chan int
+}
+
+func newSlotPool(slots int) *slotPool {
+	n := max(slots, 1)
+	p := &slotPool{n: n, free: make(chan int, n)}
+	for id := 0; id < n; id++ {
+		if id != mainSlot {
+			p.free <- id
+		}
+	}
+	p.free <- mainSlot
+	return p
+}
+
+// take returns a free slot, calling queued (once) first when it has to
+// wait for one.
+func (p *slotPool) take(ctx context.Context, queued func(busy int)) (int, error) {
+	select {
+	case id := <-p.free:
+		return id, nil
+	default:
+	}
+	queued(p.n)
+	select {
+	case id := <-p.free:
+		return id, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+func (p *slotPool) give(id int) { p.free <- id }
