@@ -161,8 +161,12 @@ func (img debianImage) rootfs(ctx context.Context, b *build) (func(io.Writer) er
 			return nil, "", cleanup, fmt.Errorf("the %s root filesystem has no /%s: the Debian packages (%s) changed their layout", img.suite, p, strings.Join(img.packages, ", "))
 		}
 	}
-	if err := img.checkLibs(ctx, root); err != nil {
+	purged, err := img.checkLibs(ctx, root)
+	if err != nil {
 		return nil, "", cleanup, err
+	}
+	if len(purged) > 0 {
+		st.info("removed the GPU driver's packages (the container runtime provides the host's): " + strings.Join(purged, ", "))
 	}
 	st.done(fmt.Sprintf("removed %d entries", n))
 
@@ -288,38 +292,39 @@ func summarise(r io.Reader, log io.Writer, st *stepTimer) *debootstrapSummary {
 // root (a dependency like "libcuda1 | libcuda.so.1" is resolved by
 // installing the driver's package), then fails if any driver library is
 // still there or no backend library is.
-func (img debianImage) checkLibs(ctx context.Context, root string) error {
+func (img debianImage) checkLibs(ctx context.Context, root string) (purged []string, err error) {
 	if len(img.driverLibs) == 0 && len(img.mustFind) == 0 {
-		return nil
+		return nil, nil
 	}
 	driver, found, err := findLibs(root, img.driverLibs, img.mustFind)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(driver) > 0 {
 		pkgs, err := owningPackages(ctx, root, driver)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if len(pkgs) > 0 {
 			// --force-depends: the backend "depends" on the driver library,
 			// which the runtime provides at run time.
 			args := append([]string{root, "dpkg", "--purge", "--force-depends"}, pkgs...)
 			if out, err := exec.CommandContext(ctx, "chroot", args...).CombinedOutput(); err != nil {
-				return fmt.Errorf("removing the driver packages %s from the image: %v\n%s", strings.Join(pkgs, ", "), err, out)
+				return nil, fmt.Errorf("removing the driver packages %s from the image: %v\n%s", strings.Join(pkgs, ", "), err, out)
 			}
+			purged = pkgs
 		}
 		if driver, found, err = findLibs(root, img.driverLibs, img.mustFind); err != nil {
-			return err
+			return purged, err
 		}
 		if len(driver) > 0 {
-			return fmt.Errorf("the image would ship GPU driver libraries that must come from the host: %s", strings.Join(driver, ", "))
+			return purged, fmt.Errorf("the image would ship GPU driver libraries that must come from the host: %s", strings.Join(driver, ", "))
 		}
 	}
 	if len(img.mustFind) > 0 && len(found) == 0 {
-		return fmt.Errorf("the %s root filesystem has no file named %s: the Debian packages (%s) changed their layout", img.suite, strings.Join(img.mustFind, " or "), strings.Join(img.packages, ", "))
+		return purged, fmt.Errorf("the %s root filesystem has no file named %s: the Debian packages (%s) changed their layout", img.suite, strings.Join(img.mustFind, " or "), strings.Join(img.packages, ", "))
 	}
-	return nil
+	return purged, nil
 }
 
 // findLibs walks root (never following links) for files whose base name

@@ -123,19 +123,19 @@ func TestDriverLibsAreFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	img := debianImage{suite: "sid", mustFind: []string{"libggml-cuda.so*"}, driverLibs: nvidiaDriverLibs}
-	if err := img.checkLibs(context.Background(), root); err != nil {
+	if _, err := img.checkLibs(context.Background(), root); err != nil {
 		t.Fatalf("clean root: %v", err)
 	}
 	if err := os.Symlink("libcuda.so.550.1", root+"/usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.1"); err != nil {
 		t.Fatal(err)
 	}
-	err := img.checkLibs(context.Background(), root)
+	_, err := img.checkLibs(context.Background(), root)
 	if err == nil || !strings.Contains(err.Error(), "/usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.1") {
 		t.Fatalf("root with libcuda: %v", err)
 	}
 	img.mustFind = []string{"libggml-vulkan.so*"}
 	img.driverLibs = nil
-	if err := img.checkLibs(context.Background(), root); err == nil || !strings.Contains(err.Error(), "no file named libggml-vulkan.so*") {
+	if _, err := img.checkLibs(context.Background(), root); err == nil || !strings.Contains(err.Error(), "no file named libggml-vulkan.so*") {
 		t.Fatalf("root without the backend: %v", err)
 	}
 }
