@@ -18,6 +18,7 @@ import (
 	"github.com/localagent/agent/agent/event"
 	"github.com/localagent/agent/agent/llm"
 	"github.com/localagent/agent/agent/session"
+	"github.com/localagent/agent/orchestrator/llamaserver"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/sandbox"
 	"github.com/localagent/agent/sandbox/egress"
@@ -254,6 +255,11 @@ func (o *Orchestrator) sandboxSpec(t *store.Task, name string) sandbox.Spec {
 		spec.Image = t.Image
 	}
 	applyEnvironment(&spec, t.Environment)
+	if t.GPUs != "" {
+		if g, err := llamaserver.ParseGPUs(t.GPUs); err == nil {
+			spec.DeviceRequests = llamaserver.DeviceRequests(g, false)
+		}
+	}
 	spec.Name = name + "-" + strconv.FormatInt(time.Now().UnixNano()%100000, 10)
 	return spec
 }

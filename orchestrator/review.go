@@ -43,6 +43,8 @@ type Review struct {
 	Model    string       `json:"model,omitempty"`
 	Tokens   store.Tokens `json:"tokens"`
 	Worktree string       `json:"worktree"`
+	// GPUs the sandbox had ("" none).
+	GPUs string `json:"gpus,omitempty"`
 }
 
 // TestRun is a test command found among the commands the agent ran.
@@ -95,7 +97,10 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 		Task: t.ID, Prompt: t.Prompt, State: string(t.State), Branch: t.Branch,
 		Base: describeBase(t), BaseBranch: t.BaseBranch, Commands: t.Commands,
 		Tests: DetectTests(t.Commands), Network: t.Network, Result: t.Result, Model: t.Model, Tokens: t.Tokens,
-		Worktree: t.Worktree,
+		Worktree: t.Worktree, GPUs: t.GPUs,
+	}
+	if t.GPUs != "" {
+		rv.Warnings = append(rv.Warnings, gpuWarning(t.GPUs))
 	}
 	tip, err := repo.BranchTip(ctx, t.Branch)
 	if err != nil {
@@ -241,4 +246,10 @@ func escapes(path, target string) bool {
 		}
 	}
 	return false
+}
+
+// gpuWarning tells the reviewer the sandbox could use GPUs: its commands
+// ran with the GPU driver's device nodes and libraries.
+func gpuWarning(gpus string) string {
+	return "the sandbox had GPU access (--gpus " + gpus + "): its commands could run code on the GPU"
 }

@@ -290,6 +290,15 @@ func Spec(o Options, img ImageFacts, host HostFacts) (*container.Config, *contai
 	return cfg, hc
 }
 
+// DeviceRequests are the engine's device requests for NVIDIA GPUs g
+// (nil for any other mode), as CDI devices when cdi is set.
+func DeviceRequests(g GPUs, cdi bool) []container.DeviceRequest {
+	if g.Mode != GPUNvidia {
+		return nil
+	}
+	return nvidiaRequests(g, cdi, false)
+}
+
 // vulkanCaps are the NVIDIA driver capabilities a Vulkan build needs.
 var vulkanCaps = []string{"compute", "utility", "graphics"}
 
