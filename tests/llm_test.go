@@ -286,8 +286,11 @@ func TestLLMUpBadInput(t *testing.T) {
 		{"missing model", []string{"--model", filepath.Join(dir, "nope.gguf")}, 1, "does not exist"},
 		{"text file named .gguf", []string{"--model", text}, 1, "not a GGUF model file"},
 		{"port in use", []string{"--port", busyPort}, 1, "port " + busyPort + " on 127.0.0.1 is already in use"},
-		{"unknown GPU id", []string{"--gpus", "5"}, 1, "GPU 5 not found"},
-		{"no GPU runtime", []string{"--gpus", "all"}, 1, "no GPU runtime"},
+		// An image not built here may have a GPU backend: the device
+		// checks and the engine decide.
+		{"unknown GPU id", []string{"--gpus", "5", "--image", "agent/busybox:latest"}, 1, "GPU 5 not found"},
+		{"no GPU runtime", []string{"--gpus", "all", "--image", "agent/busybox:latest"}, 1, "no GPU runtime"},
+		{"GPU asked of the CPU image", []string{"--gpus", "all"}, 1, "has only the CPU backend"},
 		{"bad --gpus", []string{"--gpus", "fast"}, 2, "not a GPU index"},
 		{"stray argument", []string{"oops"}, 2, "go after --"},
 	} {
