@@ -14,6 +14,7 @@ import (
 
 	"github.com/localagent/agent/agent"
 	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/agent/llm"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"
@@ -63,6 +64,16 @@ func (s *spawner) Spawn(ctx context.Context, tasks []agent.SubTask) ([]agent.Sub
 	// is handed out last: the parent waits in this call, and its cache is
 	// worth keeping for when the sub-agents are done.
 	pool := newSlotPool(s.r.ep.slots)
+	// The parent's slot goes to a sub-agent only when all others are
+	// taken; its prompt cache is saved first (when the server keeps slot
+	// files) and restored when the sub-agents are done, so the parent's
+	// next turn does not process its whole conversation again.
+	savedParent := false
+	defer func() {
+		if savedParent {
+			s.parentSlot(context.WithoutCancel(ctx), llm.SlotRestore)
+		}
+	}()
 	var wg sync.WaitGroup
 	// Slots are taken in the order the model gave the tasks.
 	for i, st := range tasks {
@@ -72,6 +83,9 @@ func (s *spawner) Spawn(ctx context.Context, tasks []agent.SubTask) ([]agent.Sub
 		if err != nil {
 			results[i] = agent.SubResult{Name: st.Name, Summary: "cancelled", IsError: true}
 			continue
+		}
+		if slot == mainSlot && !savedParent {
+			savedParent = s.parentSlot(ctx, llm.SlotSave)
 		}
 		wg.Add(1)
 		go func() {
@@ -261,3 +275,22 @@ func (p *slotPool) take(ctx context.Context, queued func(busy int)) (int, error)
 }
 
 func (p *slotPool) give(id int) { p.free <- id }
+
+// parentSlot saves or restores the parent agent's slot cache; it reports
+// whether that worked. A server that keeps no slot files answers with an
+// error, and the parent's prompt is then processed again: slower, not
+// wrong.
+func (s *spawner) parentSlot(ctx context.Context, action llm.SlotAction) bool {
+	ep := s.r.ep
+	if !ep.pin || ep.client == nil {
+		return false
+	}
+	n, err := ep.client.SlotFile(ctx, mainSlot, action, "agent-task-"+s.r.Task.ID+".slot")
+	if err != nil {
+		return false
+	}
+	verb := map[llm.SlotAction]string{llm.SlotSave: "saved", llm.SlotRestore: "restored"}[action]
+	s.sink.Emit(event.Event{Time: time.Now(), Kind: event.Progress, Task: s.r.Task.ID,
+		Text: fmt.Sprintf("%s the task's prompt cache (%d tokens) around the sub-agents", verb, n)})
+	return true
+}

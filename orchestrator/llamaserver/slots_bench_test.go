@@ -147,3 +147,61 @@ func benchTable(t *testing.T, b *strings.Builder, what string, unpinned, pinned 
 	}
 	fmt.Fprintf(b, "turns 2-%d processed: agent 0 unpinned %d, pinned %d; agent 1 unpinned %d, pinned %d\n\n", benchTurns, sumU[0], sumP[0], sumU[1], sumP[1])
 }
+
+// The parent agent's slot, lent to a sub-agent, is saved first and
+// restored after: its next turn takes its conversation from the cache. The
+// control lends the slot without saving it, and the turn processes the
+// whole conversation again.
+func TestSlotSaveRestore(t *testing.T) {
+	it := newITest(t)
+	requireImage(t, it.cli, images.LlamaServer, "llama-server")
+	o := it.options(images.LlamaServer, "none")
+	o.Ctx, o.Parallel = 8192, 2
+	// Without the host-memory prompt cache, so that only the slot file can
+	// bring the conversation back.
+	o.ExtraArgs = []string{"--cache-ram", "0"}
+	res, err := it.m.Up(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := llm.NewHTTP(llm.Options{BaseURL: res.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	zero := 0
+	send := func(msgs []llm.Message) *llm.Timings {
+		t.Helper()
+		resp, err := c.Stream(ctx, llm.Request{Messages: msgs, MaxTokens: 4, Slot: &zero}, nil)
+		if err != nil || resp.Timings == nil {
+			t.Fatalf("request: %v", err)
+		}
+		return resp.Timings
+	}
+	for _, save := range []bool{false, true} {
+		parent := []llm.Message{{Role: llm.RoleSystem, Content: benchSystem}, {Role: llm.RoleUser, Content: fmt.Sprintf("Parent task (save %v).", save)}}
+		send(parent)
+		file := fmt.Sprintf("test-%s-%v.slot", it.id, save)
+		if save {
+			if n, err := c.SlotFile(ctx, 0, llm.SlotSave, file); err != nil || n == 0 {
+				t.Fatalf("save: %d tokens, %v", n, err)
+			}
+		}
+		// A sub-agent uses slot 0 meanwhile.
+		send([]llm.Message{{Role: llm.RoleUser, Content: strings.Repeat(fmt.Sprintf("sub-agent work %v ", save), 40)}})
+		if save {
+			if n, err := c.SlotFile(ctx, 0, llm.SlotRestore, file); err != nil || n == 0 {
+				t.Fatalf("restore: %d tokens, %v", n, err)
+			}
+		}
+		parent = append(parent, llm.Message{Role: llm.RoleAssistant, Content: "ok"}, llm.Message{Role: llm.RoleUser, Content: "next"})
+		tm := send(parent)
+		t.Logf("save/restore %v: the parent's next turn processed %d, took %d from the cache", save, tm.PromptN, tm.CacheN)
+		if save && (tm.CacheN < 1000 || tm.PromptN > 200) {
+			t.Errorf("after restore: processed %d, cached %d", tm.PromptN, tm.CacheN)
+		}
+		if !save && tm.PromptN < 1000 {
+			t.Errorf("control: the lent slot still held the parent's prompt (processed %d, cached %d): the test shows nothing", tm.PromptN, tm.CacheN)
+		}
+	}
+}

@@ -206,6 +206,11 @@ type HostFacts struct {
 func Spec(o Options, img ImageFacts, host HostFacts) (*container.Config, *container.HostConfig) {
 	port := nat.Port(strconv.Itoa(ContainerPort) + "/tcp")
 	cmd := o.Args()
+	if img.Backend != "" && !hasFlag(o.ExtraArgs, "--slot-save-path") {
+		// Slot files let a waiting agent's prompt cache be saved and
+		// restored instead of recomputed (in a tmpfs: they are caches).
+		cmd = append(cmd, "--slot-save-path", SlotDir)
+	}
 	if img.Backend != "" && !hasVerbosity(o.ExtraArgs) {
 		// The lines that say which device holds the model and how many
 		// layers were offloaded are logged at verbosity 4 by the Debian
@@ -262,7 +267,7 @@ func Spec(o Options, img ImageFacts, host HostFacts) (*container.Config, *contai
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges"},
 		ReadonlyRootfs: true,
-		Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,size=256m"},
+		Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,size=256m", SlotDir: "rw,nosuid,nodev,noexec,mode=1777,size=" + slotDirSize},
 		Init:           &initOn, // signals reach llama-server; stop takes ms, not 10 s
 		Resources:      container.Resources{PidsLimit: &pids},
 	}
@@ -341,6 +346,23 @@ func SettingsHash(o Options, img ImageFacts, host HostFacts) string {
 	}{o.Model, o.modelFile(), o.Image, img.ID, o.Port, o.Args(), o.GPUs.String(), o.CDI, host.UID, host.GID, o.Labels, o.Env})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
+}
+
+// SlotDir holds the server's slot files (--slot-save-path); slotDirSize
+// bounds them: a save that does not fit fails and the prompt is
+// recomputed.
+const (
+	SlotDir     = "/slots"
+	slotDirSize = "2g"
+)
+
+func hasFlag(args []string, flag string) bool {
+	for _, a := range args {
+		if name, _, _ := strings.Cut(a, "="); name == flag {
+			return true
+		}
+	}
+	return false
 }
 
 func hasVerbosity(args []string) bool {
