@@ -45,6 +45,9 @@ func List(ctx context.Context, eng Engine) ([]Info, error) {
 			if im.Config != nil {
 				info.Build, info.Backend = im.Config.Labels[LabelBuild], im.Config.Labels[LabelBackend]
 			}
+			if info.Backend == "" {
+				info.Backend = d.Backend // built before images carried the label
+			}
 		case !cerrdefs.IsNotFound(err):
 			return nil, fmt.Errorf("inspecting %s: %w", d.Ref, err)
 		}
