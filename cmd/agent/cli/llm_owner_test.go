@@ -94,3 +94,19 @@ func TestTaskFindsServerStartedOnAnotherPort(t *testing.T) {
 		t.Error("an address for a removed server")
 	}
 }
+
+func TestLLMUpForceAndInstanceFlags(t *testing.T) {
+	llmIsolate(t)
+	o, err := runUp(t, "--model", "m.gguf", "--force", "--instance", "coder")
+	if err != nil || !o.Server.Force || o.Server.Instance != "coder" {
+		t.Fatalf("flags: %+v, %v", o, err)
+	}
+	o, err = runUp(t, "--model", "m.gguf")
+	if err != nil || o.Server.Force {
+		t.Fatalf("--force is on by default: %+v, %v", o, err)
+	}
+	cmd := NewCmdLLMUp(NewFactory(nil), nil)
+	if f := cmd.Flags().Lookup("instance"); f == nil || f.Hidden {
+		t.Error("--instance is not a documented flag")
+	}
+}
