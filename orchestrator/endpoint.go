@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"strings"
 	"time"
@@ -102,8 +103,14 @@ func (o *Orchestrator) openLLM(ctx context.Context, spec, model string) (*endpoi
 	return ep, nil
 }
 
-// mainSlot is the slot of a task's own agent loop.
-const mainSlot = 0
+// mainSlot is the slot of the task's own agent loop, spread over the
+// server's slots by task id: tasks running at once on one server rarely
+// share a slot (a pinned request waits while its slot is busy).
+func (r *Run) mainSlot() int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(r.Task.ID))
+	return int(h.Sum32() % uint32(max(r.ep.slots, 1)))
+}
 
 // slot is the Slot option pinning an agent to slot id, or nil when the
 // server has no slots to pin to.

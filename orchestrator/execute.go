@@ -270,9 +270,9 @@ func (o *Orchestrator) sandboxSpec(t *store.Task, name string) sandbox.Spec {
 func (r *Run) agentOptions(sb *sandbox.Sandbox, sink event.Sink) agent.Options {
 	o := r.o
 	return agent.Options{
-		// The task's own loop keeps slot 0; sub-agents get their own
+		// The task's own loop keeps its slot; sub-agents get their own
 		// (spawner).
-		Slot:          r.ep.slot(mainSlot),
+		Slot:          r.ep.slot(r.mainSlot()),
 		Client:        r.ep.client,
 		Workspace:     sandboxWorkspace{sb: sb},
 		Model:         modelParam(r.ep),

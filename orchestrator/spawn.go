@@ -63,7 +63,8 @@ func (s *spawner) Spawn(ctx context.Context, tasks []agent.SubTask) ([]agent.Sub
 	// to it, so its turns re-use its own cached prompt. The parent's slot
 	// is handed out last: the parent waits in this call, and its cache is
 	// worth keeping for when the sub-agents are done.
-	pool := newSlotPool(s.r.ep.slots)
+	main := s.r.mainSlot()
+	pool := newSlotPool(s.r.ep.slots, main)
 	// The parent's slot goes to a sub-agent only when all others are
 	// taken; its prompt cache is saved first (when the server keeps slot
 	// files) and restored when the sub-agents are done, so the parent's
@@ -84,7 +85,7 @@ func (s *spawner) Spawn(ctx context.Context, tasks []agent.SubTask) ([]agent.Sub
 			results[i] = agent.SubResult{Name: st.Name, Summary: "cancelled", IsError: true}
 			continue
 		}
-		if slot == mainSlot && !savedParent {
+		if slot == main && !savedParent {
 			savedParent = s.parentSlot(ctx, llm.SlotSave)
 		}
 		wg.Add(1)
@@ -239,21 +240,21 @@ func parseUser(s string) (uid, gid int, ok bool) {
 }
 
 // slotPool hands out the model server's slots to sub-agents, the parent's
-// own slot (mainSlot) last.
+// own slot (main) last.
 type slotPool struct {
 	n    int
 	free chan int
 }
 
-func newSlotPool(slots int) *slotPool {
+func newSlotPool(slots, main int) *slotPool {
 	n := max(slots, 1)
 	p := &slotPool{n: n, free: make(chan int, n)}
 	for id := 0; id < n; id++ {
-		if id != mainSlot {
+		if id != main {
 			p.free <- id
 		}
 	}
-	p.free <- mainSlot
+	p.free <- main % n
 	return p
 }
 
@@ -285,7 +286,7 @@ func (s *spawner) parentSlot(ctx context.Context, action llm.SlotAction) bool {
 	if !ep.pin || ep.client == nil {
 		return false
 	}
-	n, err := ep.client.SlotFile(ctx, mainSlot, action, "agent-task-"+s.r.Task.ID+".slot")
+	n, err := ep.client.SlotFile(ctx, s.r.mainSlot(), action, "agent-task-"+s.r.Task.ID+".slot")
 	if err != nil {
 		return false
 	}
