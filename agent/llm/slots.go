@@ -30,17 +30,26 @@ func (c *HTTPClient) SlotFile(ctx context.Context, id int, action SlotAction, fi
 	defer cancel()
 	p := "/slots/" + strconv.Itoa(id) + "?action=" + string(action)
 	body, _ := json.Marshal(map[string]string{"filename": file})
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.root+p, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if c.opts.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.opts.APIKey)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, &Error{Kind: KindUnavailable, URL: c.root + p, Message: "cannot reach the server at " + c.root, Err: err}
+	var resp *http.Response
+	// llama-server closes idle keep-alive connections; a request sent on
+	// one just as it closes fails before the server saw it. Saving and
+	// restoring the same file twice is harmless, so one retry is safe.
+	for attempt := 0; ; attempt++ {
+		req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.root+p, bytes.NewReader(body))
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if c.opts.APIKey != "" {
+			req.Header.Set("Authorization", "Bearer "+c.opts.APIKey)
+		}
+		resp, err = c.http.Do(req)
+		if err == nil {
+			break
+		}
+		if attempt == 1 || rctx.Err() != nil {
+			return 0, &Error{Kind: KindUnavailable, URL: c.root + p, Message: "cannot reach the server at " + c.root, Err: err}
+		}
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
