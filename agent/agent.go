@@ -43,7 +43,11 @@ type Environment struct {
 
 // Options configure an Agent. Client and Workspace are required.
 type Options struct {
-	Client    llm.Client
+	Client llm.Client
+	// Slot pins every request of this agent to one llama-server slot with
+	// prompt caching, so each turn re-processes only what it appends; nil
+	// lets the server choose (any OpenAI-compatible server).
+	Slot      *int
 	Workspace Workspace
 	// Model is the model name sent with each request ("" lets the server pick).
 	Model string

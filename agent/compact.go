@@ -372,7 +372,9 @@ func (a *Agent) checkpoint(ctx context.Context, res *Result) error {
 	if len(convo) > budget {
 		convo = shorten(convo, budget, "middle of the conversation cut")
 	}
-	req := llm.Request{Model: a.opts.Model, MaxTokens: maxOut, Messages: []llm.Message{
+	// On the agent's own slot: a summary request elsewhere would evict
+	// another agent's cached prompt.
+	req := llm.Request{Model: a.opts.Model, MaxTokens: maxOut, Slot: a.opts.Slot, Messages: []llm.Message{
 		{Role: llm.RoleSystem, Content: checkpointSystem},
 		{Role: llm.RoleUser, Content: "<conversation>\n" + convo + "</conversation>\n\n" + checkpointRequest},
 	}}

@@ -453,7 +453,7 @@ func (a *Agent) continuation(ctx context.Context, req llm.Request, partial llm.M
 
 // request builds the wire request for the current mode.
 func (a *Agent) request() llm.Request {
-	req := llm.Request{Model: a.opts.Model, Messages: wireMessages(a.history, a.mode)}
+	req := llm.Request{Model: a.opts.Model, Messages: wireMessages(a.history, a.mode), Slot: a.opts.Slot}
 	if a.mode == ToolModeNative {
 		defs := a.toolDefs()
 		for _, n := range a.runner.names() {
@@ -570,7 +570,7 @@ func (a *Agent) countUsage(res *Result, u llm.Usage, speed *event.Speed) {
 	res.Usage.PromptTokens += u.PromptTokens
 	res.Usage.CompletionTokens += u.CompletionTokens
 	res.Usage.TotalTokens += u.PromptTokens + u.CompletionTokens
-	a.emit(event.Event{Kind: event.Usage, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, Speed: speed})
+	a.emit(event.Event{Kind: event.Usage, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, Speed: speed, Slot: a.opts.Slot})
 }
 
 // wireMessages converts the context to what the server gets in a mode.

@@ -40,6 +40,9 @@ type BuildOptions struct {
 	TempDir string
 	// Progress receives step events; nil discards them.
 	Progress ProgressFunc
+	// Backend picks the llama-server build (BackendCPU, BackendCUDA,
+	// BackendVulkan; "" = CPU). Other images take none.
+	Backend string
 }
 
 // BuildResult describes a finished build. ID, Size and Created are those
@@ -102,6 +105,14 @@ func Build(ctx context.Context, eng Engine, name string, opts BuildOptions) (Bui
 	if err != nil {
 		return BuildResult{}, err
 	}
+	if opts.Backend != "" {
+		if def.Name != NameLlamaServer {
+			return BuildResult{}, fmt.Errorf("--backend applies to the llama-server image only, not %s", def.Name)
+		}
+		if def, err = LlamaServerDefinition(opts.Backend); err != nil {
+			return BuildResult{}, err
+		}
+	}
 	ref := def.Ref
 	if opts.Ref != "" {
 		ref = opts.Ref
@@ -122,6 +133,9 @@ func Build(ctx context.Context, eng Engine, name string, opts BuildOptions) (Bui
 	}
 
 	r := recipes[def.Name]()
+	if IsGPUBackend(def.Backend) {
+		r = llamaServerBackendRecipe(def.Backend)
+	}
 	if err := r.preflight(); err != nil {
 		return res, fmt.Errorf("building %s: %w", def.Name, err)
 	}

@@ -25,6 +25,18 @@ type debianImage struct {
 	mustExist []string
 	// dirs are created in the root (mode 0755), e.g. mount points.
 	dirs []string
+	// components are the archive areas ("" = main only).
+	components []string
+	// mustFind are file name patterns (filepath.Match on the base name)
+	// at least one file of the root must match: a backend library whose
+	// directory is not fixed across package versions.
+	mustFind []string
+	// driverLibs are file name patterns the image must NOT contain: the
+	// GPU driver's user-space libraries, which the container runtime
+	// injects from the host at run time. A copy in the image would shadow
+	// the host's (and never match its kernel module). Packages owning such
+	// files are purged after debootstrap, then the root is checked.
+	driverLibs []string
 }
 
 const debianPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -49,12 +61,37 @@ func sandboxRecipe() recipe {
 // llamaServerRecipe uses Debian sid: llama.cpp-tools (which ships the real
 // llama-server) is packaged there and needs sid's libc, so it cannot run
 // on a stable host or in a bookworm root.
-func llamaServerRecipe() recipe {
+func llamaServerRecipe() recipe { return llamaServerBackendRecipe(BackendCPU) }
+
+// nvidiaDriverLibs are the libraries of NVIDIA's driver that the NVIDIA
+// container runtime mounts into a container from the host.
+var nvidiaDriverLibs = []string{"libcuda.so*", "libcudadebugger.so*", "libnvidia-*.so*", "libnvcuvid.so*", "libGLX_nvidia.so*", "libEGL_nvidia.so*"}
+
+// llamaServerBackendRecipe is the llama-server image for one ggml backend.
+// Debian sid packages the GPU backends as plugins at the same version as
+// llama.cpp-tools: libggml0-backend-cuda (contrib, with libcublas12 and
+// libcudart12 from non-free) and libggml0-backend-vulkan (main).
+func llamaServerBackendRecipe(backend string) recipe {
 	img := debianImage{
 		suite:     "sid",
 		packages:  []string{"llama.cpp-tools", "ca-certificates"},
 		mustExist: []string{"usr/bin/llama-server"},
 	}
+	switch backend {
+	case BackendCUDA:
+		img.components = []string{"main", "contrib", "non-free"}
+		img.packages = append(img.packages, "libggml0-backend-cuda", "libcublas12", "libcudart12")
+		img.mustFind = []string{"libggml-cuda.so*"}
+		img.driverLibs = nvidiaDriverLibs
+	case BackendVulkan:
+		// mesa-vulkan-drivers carries the AMD and Intel drivers and
+		// lavapipe (Vulkan on the CPU); NVIDIA's driver comes from the host
+		// through the runtime's graphics capability.
+		img.packages = append(img.packages, "libggml0-backend-vulkan", "libvulkan1", "mesa-vulkan-drivers")
+		img.mustFind = []string{"libggml-vulkan.so*"}
+		img.driverLibs = nvidiaDriverLibs
+	}
+	backendEnv := "ENV AGENT_LLAMA_BACKEND=" + backend
 	return recipe{
 		preflight: debootstrapPreflight,
 		rootfs:    img.rootfs,
@@ -64,6 +101,8 @@ func llamaServerRecipe() recipe {
 			// HOME=/tmp gives llama-server a writable cache location
 			// under a read-only root with a tmpfs /tmp.
 			"ENV HOME=/tmp",
+			backendEnv,
+			labelChange(LabelBackend, backend),
 			`ENTRYPOINT ["/usr/bin/llama-server"]`,
 			"EXPOSE 8080",
 		},
@@ -122,9 +161,19 @@ func (img debianImage) rootfs(ctx context.Context, b *build) (func(io.Writer) er
 			return nil, "", cleanup, fmt.Errorf("the %s root filesystem has no /%s: the Debian packages (%s) changed their layout", img.suite, p, strings.Join(img.packages, ", "))
 		}
 	}
+	purged, err := img.checkLibs(ctx, root)
+	if err != nil {
+		return nil, "", cleanup, err
+	}
+	if len(purged) > 0 {
+		st.info("removed the GPU driver's packages (the container runtime provides the host's): " + strings.Join(purged, ", "))
+	}
 	st.done(fmt.Sprintf("removed %d entries", n))
 
 	info := fmt.Sprintf("debootstrap suite=%s variant=minbase include=%s mirror=%s", img.suite, strings.Join(img.packages, ","), mirror)
+	if len(img.components) > 0 {
+		info += " components=" + strings.Join(img.components, ",")
+	}
 	return func(w io.Writer) error { return writeDirTar(root, w) }, info, cleanup, nil
 }
 
@@ -144,9 +193,13 @@ func (img debianImage) debootstrap(ctx context.Context, b *build, st *stepTimer,
 		}
 	}()
 
+	components := "main"
+	if len(img.components) > 0 {
+		components = strings.Join(img.components, ",")
+	}
 	args := []string{
 		"--variant=minbase",
-		"--components=main",
+		"--components=" + components,
 		"--include=" + strings.Join(img.packages, ","),
 		img.suite, root, mirror,
 	}
@@ -233,4 +286,101 @@ func summarise(r io.Reader, log io.Writer, st *stepTimer) *debootstrapSummary {
 	}
 	_, _ = io.Copy(io.Discard, r)
 	return s
+}
+
+// checkLibs purges the packages that brought GPU driver libraries into the
+// root (a dependency like "libcuda1 | libcuda.so.1" is resolved by
+// installing the driver's package), then fails if any driver library is
+// still there or no backend library is.
+func (img debianImage) checkLibs(ctx context.Context, root string) (purged []string, err error) {
+	if len(img.driverLibs) == 0 && len(img.mustFind) == 0 {
+		return nil, nil
+	}
+	driver, found, err := findLibs(root, img.driverLibs, img.mustFind)
+	if err != nil {
+		return nil, err
+	}
+	if len(driver) > 0 {
+		pkgs, err := owningPackages(ctx, root, driver)
+		if err != nil {
+			return nil, err
+		}
+		if len(pkgs) > 0 {
+			// --force-depends: the backend "depends" on the driver library,
+			// which the runtime provides at run time.
+			args := append([]string{root, "dpkg", "--purge", "--force-depends"}, pkgs...)
+			if out, err := exec.CommandContext(ctx, "chroot", args...).CombinedOutput(); err != nil {
+				return nil, fmt.Errorf("removing the driver packages %s from the image: %v\n%s", strings.Join(pkgs, ", "), err, out)
+			}
+			purged = pkgs
+		}
+		if driver, found, err = findLibs(root, img.driverLibs, img.mustFind); err != nil {
+			return purged, err
+		}
+		if len(driver) > 0 {
+			return purged, fmt.Errorf("the image would ship GPU driver libraries that must come from the host: %s", strings.Join(driver, ", "))
+		}
+	}
+	if len(img.mustFind) > 0 && len(found) == 0 {
+		return purged, fmt.Errorf("the %s root filesystem has no file named %s: the Debian packages (%s) changed their layout", img.suite, strings.Join(img.mustFind, " or "), strings.Join(img.packages, ", "))
+	}
+	return purged, nil
+}
+
+// findLibs walks root (never following links) for files whose base name
+// matches one of bad or want; it returns the paths below root.
+func findLibs(root string, bad, want []string) (badFound, wantFound []string, err error) {
+	match := func(pats []string, name string) bool {
+		for _, p := range pats {
+			if ok, _ := filepath.Match(p, name); ok {
+				return true
+			}
+		}
+		return false
+	}
+	err = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if d.IsDir() {
+			if top, _, _ := strings.Cut(rel, "/"); top == "proc" || top == "sys" || top == "dev" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch name := d.Name(); {
+		case match(bad, name):
+			badFound = append(badFound, "/"+rel)
+		case match(want, name):
+			wantFound = append(wantFound, "/"+rel)
+		}
+		return nil
+	})
+	return badFound, wantFound, err
+}
+
+// owningPackages asks the root's dpkg which packages own files.
+func owningPackages(ctx context.Context, root string, files []string) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range files {
+		res, err := exec.CommandContext(ctx, "chroot", root, "dpkg-query", "-S", f).Output()
+		if err != nil {
+			continue // not owned by a package (a link made by a maintainer script)
+		}
+		for _, line := range strings.Split(string(res), "\n") {
+			pkgs, _, ok := strings.Cut(line, ": ")
+			if !ok {
+				continue
+			}
+			for _, p := range strings.Split(pkgs, ", ") {
+				if p = strings.TrimSpace(p); p != "" && !seen[p] {
+					seen[p] = true
+					out = append(out, p)
+				}
+			}
+		}
+	}
+	return out, nil
 }

@@ -17,6 +17,24 @@ const (
 	LlamaServer = "agent/llama-server:cpu"
 )
 
+// llama-server backends: which ggml backend library an image carries. The
+// tag of a llama-server image is its backend (agent/llama-server:cuda).
+const (
+	BackendCPU    = "cpu"
+	BackendCUDA   = "cuda"
+	BackendVulkan = "vulkan"
+)
+
+// Backends are the llama-server backends `agent images build llama-server
+// --backend` accepts, CPU first.
+func Backends() []string { return []string{BackendCPU, BackendCUDA, BackendVulkan} }
+
+// LlamaServerRef is the fixed tag of the llama-server image of backend.
+func LlamaServerRef(backend string) string { return "agent/llama-server:" + backend }
+
+// IsGPUBackend reports whether backend runs on a GPU.
+func IsGPUBackend(backend string) bool { return backend == BackendCUDA || backend == BackendVulkan }
+
 // Label keys set on every image built here.
 const (
 	// LabelImage names which project image this is ("sandbox", "busybox",
@@ -25,6 +43,11 @@ const (
 	// LabelBuild records how the image was built (tool, suite, mirror,
 	// time), so an image found on a machine says where it came from.
 	LabelBuild = "dev.localagent.build"
+	// LabelBackend is set on llama-server images: the ggml backend they
+	// carry (BackendCPU, BackendCUDA, BackendVulkan). The managed server
+	// reads it to refuse a GPU request an image cannot serve, and to pick
+	// a GPU image when llm.gpus is auto.
+	LabelBackend = "dev.localagent.llm.backend"
 	// LabelTest marks resources a test created, with a value unique to
 	// that test, so cleanup removes exactly what the test made.
 	LabelTest = "dev.localagent.test"
@@ -53,6 +76,8 @@ type Definition struct {
 	Ref string
 	// Description says in a few words what the image holds.
 	Description string
+	// Backend is the llama-server backend ("" for other images).
+	Backend string
 }
 
 // Definitions returns every project image in build order (the quickest
@@ -61,8 +86,26 @@ func Definitions() []Definition {
 	return []Definition{
 		{Name: NameBusybox, Ref: Busybox, Description: "static busybox, for fast tests"},
 		{Name: NameSandbox, Ref: Sandbox, Description: "Debian bookworm minbase with git and a shell, the default sandbox"},
-		{Name: NameLlamaServer, Ref: LlamaServer, Description: "llama.cpp llama-server (CPU) from Debian sid"},
+		{Name: NameLlamaServer, Ref: LlamaServer, Description: "llama.cpp llama-server (CPU) from Debian sid", Backend: BackendCPU},
 	}
+}
+
+// LlamaServerDefinition is the llama-server image of backend. The GPU
+// builds are not among Definitions: `build all` should not download the
+// CUDA libraries (~1 GB) for a machine that may have no GPU.
+func LlamaServerDefinition(backend string) (Definition, error) {
+	switch backend {
+	case "", BackendCPU:
+		d, _ := Lookup(NameLlamaServer)
+		return d, nil
+	case BackendCUDA:
+		return Definition{Name: NameLlamaServer, Ref: LlamaServerRef(BackendCUDA), Backend: BackendCUDA,
+			Description: "llama.cpp llama-server with the CUDA backend (Debian sid contrib/non-free; the driver library comes from the NVIDIA runtime)"}, nil
+	case BackendVulkan:
+		return Definition{Name: NameLlamaServer, Ref: LlamaServerRef(BackendVulkan), Backend: BackendVulkan,
+			Description: "llama.cpp llama-server with the Vulkan backend (Debian sid; NVIDIA via the runtime, AMD/Intel via Mesa)"}, nil
+	}
+	return Definition{}, fmt.Errorf("unknown llama-server backend %q: choose one of %s", backend, strings.Join(Backends(), ", "))
 }
 
 // Lookup finds a definition by name ("sandbox") or by ref
@@ -70,6 +113,11 @@ func Definitions() []Definition {
 func Lookup(nameOrRef string) (Definition, bool) {
 	for _, d := range Definitions() {
 		if d.Name == nameOrRef || d.Ref == nameOrRef {
+			return d, true
+		}
+	}
+	for _, b := range Backends()[1:] {
+		if d, _ := LlamaServerDefinition(b); d.Ref == nameOrRef {
 			return d, true
 		}
 	}
@@ -90,6 +138,9 @@ func Names() []string {
 // For an image the project does not build it points at loading a bundle.
 func FixCommand(ref string) string {
 	if d, ok := Lookup(ref); ok {
+		if IsGPUBackend(d.Backend) {
+			return "agent images build " + d.Name + " --backend " + d.Backend
+		}
 		return "agent images build " + d.Name
 	}
 	return "agent images load -i FILE (a bundle or `docker save` archive containing " + ref + ")"

@@ -24,6 +24,8 @@ type Info struct {
 	Created time.Time `json:"created,omitzero"`
 	// Build is the LabelBuild value: how the image was made.
 	Build string `json:"build,omitempty"`
+	// Backend is the LabelBackend value of a llama-server image.
+	Backend string `json:"backend,omitempty"`
 }
 
 // List reports every project image — present or missing — and, after
@@ -41,7 +43,10 @@ func List(ctx context.Context, eng Engine) ([]Info, error) {
 			info.Present, info.ID, info.Size = true, im.ID, im.Size
 			info.Created, _ = time.Parse(time.RFC3339Nano, im.Created)
 			if im.Config != nil {
-				info.Build = im.Config.Labels[LabelBuild]
+				info.Build, info.Backend = im.Config.Labels[LabelBuild], im.Config.Labels[LabelBackend]
+			}
+			if info.Backend == "" {
+				info.Backend = d.Backend // built before images carried the label
 			}
 		case !cerrdefs.IsNotFound(err):
 			return nil, fmt.Errorf("inspecting %s: %w", d.Ref, err)
@@ -60,7 +65,7 @@ func List(ctx context.Context, eng Engine) ([]Info, error) {
 			}
 			extra = append(extra, Info{
 				Name: s.Labels[LabelImage], Ref: tag, Present: true, ID: s.ID, Size: s.Size,
-				Created: time.Unix(s.Created, 0).UTC(), Build: s.Labels[LabelBuild],
+				Created: time.Unix(s.Created, 0).UTC(), Build: s.Labels[LabelBuild], Backend: s.Labels[LabelBackend],
 			})
 		}
 	}

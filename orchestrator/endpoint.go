@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"strings"
 	"time"
@@ -24,8 +25,11 @@ type endpoint struct {
 	model     string
 	ctxTokens int
 	slots     int // the server's parallel slots: how many sub-agents run at once
-	scripted  bool
-	close     func()
+	// pin: the server reported its slots (llama-server's /props), so each
+	// agent loop is pinned to one slot with prompt caching.
+	pin      bool
+	scripted bool
+	close    func()
 }
 
 // openLLM connects to the model named by spec: "script:FILE" starts the
@@ -58,6 +62,15 @@ func (o *Orchestrator) openLLM(ctx context.Context, spec, model string) (*endpoi
 		ep.close = func() { _ = srv.Close() }
 	case spec == "":
 		ep.url = llamaserver.URL(o.opts.LLMPort)
+		if o.opts.LLMAddress != nil {
+			// The running server's own port beats configuration: it may
+			// have been started with `llm up --port N`.
+			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if u, err := o.opts.LLMAddress(actx); err == nil && u != "" {
+				ep.url = u
+			}
+			cancel()
+		}
 	default:
 		ep.url = spec
 	}
@@ -87,5 +100,24 @@ func (o *Orchestrator) openLLM(ctx context.Context, spec, model string) (*endpoi
 	}
 	ep.ctxTokens = info.ContextWindow
 	ep.slots = max(info.Slots, 1)
+	ep.pin = info.Slots > 0
 	return ep, nil
+}
+
+// mainSlot is the slot of the task's own agent loop, spread over the
+// server's slots by task id: tasks running at once on one server rarely
+// share a slot (a pinned request waits while its slot is busy).
+func (r *Run) mainSlot() int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(r.Task.ID))
+	return int(h.Sum32() % uint32(max(r.ep.slots, 1)))
+}
+
+// slot is the Slot option pinning an agent to slot id, or nil when the
+// server has no slots to pin to.
+func (ep *endpoint) slot(id int) *int {
+	if !ep.pin {
+		return nil
+	}
+	return &id
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/localagent/agent/agent/llm"
 	"github.com/localagent/agent/agent/session"
 	"github.com/localagent/agent/orchestrator/failpoint"
+	"github.com/localagent/agent/orchestrator/llamaserver"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"
@@ -295,6 +296,11 @@ func (o *Orchestrator) sandboxSpec(t *store.Task, name string) sandbox.Spec {
 		spec.Image = t.Image
 	}
 	applyEnvironment(&spec, t.Environment)
+	if t.GPUs != "" {
+		if g, err := llamaserver.ParseGPUs(t.GPUs); err == nil {
+			spec.DeviceRequests = llamaserver.DeviceRequests(g, false)
+		}
+	}
 	spec.Name = name + "-" + strconv.FormatInt(time.Now().UnixNano()%100000, 10)
 	return spec
 }
@@ -305,6 +311,9 @@ func (o *Orchestrator) sandboxSpec(t *store.Task, name string) sandbox.Spec {
 func (r *Run) agentOptions(sb *sandbox.Sandbox, sink event.Sink) agent.Options {
 	o := r.o
 	return agent.Options{
+		// The task's own loop keeps its slot; sub-agents get their own
+		// (spawner).
+		Slot:          r.ep.slot(r.mainSlot()),
 		Client:        r.ep.client,
 		Workspace:     sandboxWorkspace{sb: sb},
 		Model:         modelParam(r.ep),
@@ -553,6 +562,11 @@ func (r *Run) recorder() (event.Sink, func()) {
 			t.Tokens.Prompt += e.PromptTokens
 			t.Tokens.Completion += e.CompletionTokens
 			addSpeed(&t.Tokens, e.Speed)
+			if e.Speed != nil && e.Speed.Server && len(t.Tokens.Turns) < store.MaxTurns {
+				t.Tokens.Turns = append(t.Tokens.Turns, store.TurnTokens{
+					Agent: e.Agent, Slot: e.Slot, Prompt: e.PromptTokens, Processed: e.Speed.PromptProcessed, Cached: e.Speed.PromptCached,
+				})
+			}
 		}
 	})
 	return sink, func() {

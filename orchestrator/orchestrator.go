@@ -40,8 +40,11 @@ type Options struct {
 	// Hooks run inside the sandbox.
 	Hooks agent.Hooks
 	// LLMPort is the port of the managed llama-server, used when a task
-	// names no endpoint.
+	// names no endpoint and LLMAddress finds no running server.
 	LLMPort int
+	// LLMAddress, when set, finds the running managed server's base URL
+	// from its container (the port it really publishes).
+	LLMAddress func(context.Context) (string, error)
 	// APIKey is sent to the LLM endpoint when set.
 	APIKey string
 	// LLMStallTimeout ends a model reply that makes no progress for this

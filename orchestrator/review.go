@@ -53,6 +53,8 @@ type Review struct {
 	// the commit (IgnoredCount of them in all); they go with the worktree.
 	Ignored      []string `json:"ignored,omitempty"`
 	IgnoredCount int      `json:"ignored_count,omitempty"`
+	// GPUs the sandbox had ("" none).
+	GPUs string `json:"gpus,omitempty"`
 }
 
 // SubBranch is a sub-agent's branch holding work of its own.
@@ -111,7 +113,10 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 		Task: t.ID, Prompt: t.Prompt, State: string(t.State), Branch: t.Branch,
 		Base: describeBase(t), BaseBranch: t.BaseBranch, Commands: t.Commands,
 		Tests: DetectTests(t.Commands), Network: t.Network, Result: t.Result, Model: t.Model, Tokens: t.Tokens,
-		Worktree: t.Worktree,
+		Worktree: t.Worktree, GPUs: t.GPUs,
+	}
+	if t.GPUs != "" {
+		rv.Warnings = append(rv.Warnings, gpuWarning(t.GPUs))
 	}
 	tip, err := repo.BranchTip(ctx, t.Branch)
 	if err != nil {
@@ -382,4 +387,10 @@ func quoteUnsafe(s string) string {
 		}
 	}
 	return s
+}
+
+// gpuWarning tells the reviewer the sandbox could use GPUs: its commands
+// ran with the GPU driver's device nodes and libraries.
+func gpuWarning(gpus string) string {
+	return "the sandbox had GPU access (--gpus " + gpus + "): its commands could run code on the GPU"
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/localagent/agent/agent"
 	"github.com/localagent/agent/agent/event"
 	"github.com/localagent/agent/orchestrator/failpoint"
+	"github.com/localagent/agent/agent/llm"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"
@@ -66,21 +67,40 @@ func (s *spawner) Spawn(ctx context.Context, tasks []agent.SubTask) ([]agent.Sub
 	s.seq++
 	round := strconv.Itoa(s.seq) + hex.EncodeToString(rb[:])
 	results := make([]agent.SubResult, len(tasks))
-	sem := make(chan struct{}, max(s.r.ep.slots, 1))
+	// Each running sub-agent holds one of the server's slots and is pinned
+	// to it, so its turns re-use its own cached prompt. The parent's slot
+	// is handed out last: the parent waits in this call, and its cache is
+	// worth keeping for when the sub-agents are done.
+	main := s.r.mainSlot()
+	pool := newSlotPool(s.r.ep.slots, main)
+	// The parent's slot goes to a sub-agent only when all others are
+	// taken; its prompt cache is saved first (when the server keeps slot
+	// files) and restored when the sub-agents are done, so the parent's
+	// next turn does not process its whole conversation again.
+	savedParent := false
+	defer func() {
+		if savedParent {
+			s.parentSlot(context.WithoutCancel(ctx), llm.SlotRestore)
+		}
+	}()
 	var wg sync.WaitGroup
 	// Slots are taken in the order the model gave the tasks.
 	for i, st := range tasks {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
+		slot, err := pool.take(ctx, func(busy int) {
+			s.event(st.Name, "queued", fmt.Sprintf("waiting for a free model slot (all %d busy)", busy))
+		})
+		if err != nil {
 			results[i] = agent.SubResult{Name: st.Name, Summary: "cancelled", IsError: true}
 			continue
+		}
+		if slot == main && !savedParent {
+			savedParent = s.parentSlot(ctx, llm.SlotSave)
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
-			results[i] = s.runOne(ctx, repo, pwt, snap, round, st)
+			defer pool.give(slot)
+			results[i] = s.runOne(ctx, repo, pwt, snap, round, st, slot)
 		}()
 	}
 	wg.Wait()
@@ -95,7 +115,7 @@ func (s *spawner) event(name, state, text string) {
 }
 
 // runOne runs one sub-agent to the end and brings its work back.
-func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree.Worktree, snap, round string, st agent.SubTask) agent.SubResult {
+func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree.Worktree, snap, round string, st agent.SubTask, slot int) agent.SubResult {
 	o, t := s.r.o, s.r.Task
 	fail := func(format string, a ...any) agent.SubResult {
 		msg := fmt.Sprintf(format, a...)
@@ -177,6 +197,7 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	defer removeSandbox()
 
 	opts := s.r.agentOptions(sb, s.sink)
+	opts.Slot = s.r.ep.slot(slot)
 	opts.Name = st.Name
 	opts.SessionPath = filepath.Join(filepath.Dir(t.Session), id+".jsonl")
 	opts.ArtifactDir = o.artifactDir(id)
@@ -338,4 +359,61 @@ func parseUser(s string) (uid, gid int, ok bool) {
 	uid, err1 := strconv.Atoi(u)
 	gid, err2 := strconv.Atoi(g)
 	return uid, gid, err1 == nil && err2 == nil
+}
+
+// slotPool hands out the model server's slots to sub-agents, the parent's
+// own slot (main) last.
+type slotPool struct {
+	n    int
+	free chan int
+}
+
+func newSlotPool(slots, main int) *slotPool {
+	n := max(slots, 1)
+	p := &slotPool{n: n, free: make(chan int, n)}
+	for id := 0; id < n; id++ {
+		if id != main {
+			p.free <- id
+		}
+	}
+	p.free <- main % n
+	return p
+}
+
+// take returns a free slot, calling queued (once) first when it has to
+// wait for one.
+func (p *slotPool) take(ctx context.Context, queued func(busy int)) (int, error) {
+	select {
+	case id := <-p.free:
+		return id, nil
+	default:
+	}
+	queued(p.n)
+	select {
+	case id := <-p.free:
+		return id, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+func (p *slotPool) give(id int) { p.free <- id }
+
+// parentSlot saves or restores the parent agent's slot cache; it reports
+// whether that worked. A server that keeps no slot files answers with an
+// error, and the parent's prompt is then processed again: slower, not
+// wrong.
+func (s *spawner) parentSlot(ctx context.Context, action llm.SlotAction) bool {
+	ep := s.r.ep
+	if !ep.pin || ep.client == nil {
+		return false
+	}
+	n, err := ep.client.SlotFile(ctx, s.r.mainSlot(), action, "agent-task-"+s.r.Task.ID+".slot")
+	if err != nil {
+		return false
+	}
+	verb := map[llm.SlotAction]string{llm.SlotSave: "saved", llm.SlotRestore: "restored"}[action]
+	s.sink.Emit(event.Event{Time: time.Now(), Kind: event.Progress, Task: s.r.Task.ID,
+		Text: fmt.Sprintf("%s the task's prompt cache (%d tokens) around the sub-agents", verb, n)})
+	return true
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/localagent/agent/agent/event"
 	"github.com/localagent/agent/orchestrator/failpoint"
+	"github.com/localagent/agent/orchestrator/llamaserver"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
 )
@@ -33,6 +34,9 @@ type TaskOptions struct {
 	Model string
 	// Image overrides the sandbox image.
 	Image string
+	// GPUs gives the task's sandbox (and its sub-agents') NVIDIA GPUs:
+	// "all" or ids like "0,1"; "" or "none": none (the default).
+	GPUs string
 }
 
 // Run is a task being worked on by this process. Close it when done.
@@ -103,6 +107,10 @@ func (o *Orchestrator) NewTask(ctx context.Context, opts TaskOptions) (_ *Run, e
 	if image == "" {
 		image = o.opts.Sandbox.Image
 	}
+	gpus, err := taskGPUs(opts.GPUs)
+	if err != nil {
+		return nil, err
+	}
 	if err := o.preflightSandbox(ctx, image); err != nil {
 		return nil, err
 	}
@@ -151,7 +159,7 @@ func (o *Orchestrator) NewTask(ctx context.Context, opts TaskOptions) (_ *Run, e
 		Repo: repo.Root, RepoGitDir: repo.CommonDir,
 		BaseRef: base.Ref, BaseBranch: base.Branch, BaseCommit: base.Commit, StartCommit: base.Commit,
 		Branch: "agent/" + Slug(prompt) + "-" + id,
-		Image:  image, Environment: env, LLM: opts.LLM, Model: ep.model, PID: os.Getpid(),
+		Image:  image, Environment: env, GPUs: gpus, LLM: opts.LLM, Model: ep.model, PID: os.Getpid(),
 		Session: o.sessionPath(id), Events: o.eventsPath(id),
 		Created: now,
 	}
@@ -299,4 +307,20 @@ func Slug(prompt string) string {
 		return "task"
 	}
 	return b.String()
+}
+
+// taskGPUs checks --gpus of a task: NVIDIA GPUs only ("all" or ids), as
+// device requests; "" when the sandbox gets none.
+func taskGPUs(s string) (string, error) {
+	if s == "" || s == "none" {
+		return "", nil
+	}
+	g, err := llamaserver.ParseGPUs(s)
+	if err != nil {
+		return "", err
+	}
+	if g.Mode != llamaserver.GPUNvidia {
+		return "", fmt.Errorf("--gpus %s: a task's sandbox takes NVIDIA GPUs only: all, or ids like 0,1", s)
+	}
+	return g.String(), nil
 }

@@ -94,6 +94,9 @@ type Spec struct {
 	// Mounts are extra host directories (a repository's dependency caches)
 	// bind-mounted at absolute targets under CacheRoot. None by default.
 	Mounts []Mount
+	// DeviceRequests give the sandbox GPUs (agent task --gpus); none by
+	// default. The orchestrator builds them like the model server's.
+	DeviceRequests []container.DeviceRequest
 }
 
 // CacheRoot is the only place extra mounts may appear in a sandbox: a
@@ -341,6 +344,7 @@ func containerConfig(s Spec, user UserChoice) (*container.Config, *container.Hos
 	for _, m := range s.Mounts {
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
+	hc.DeviceRequests = s.DeviceRequests
 	if s.EgressDir != "" {
 		if err := ApplyEgress(cfg, hc, s.EgressDir); err != nil {
 			return nil, nil, err

@@ -287,8 +287,11 @@ func TestLLMUpBadInput(t *testing.T) {
 		{"missing model", []string{"--model", filepath.Join(dir, "nope.gguf")}, 1, "does not exist"},
 		{"text file named .gguf", []string{"--model", text}, 1, "not a GGUF model file"},
 		{"port in use", []string{"--port", busyPort}, 1, "port " + busyPort + " on 127.0.0.1 is already in use"},
-		{"unknown GPU id", []string{"--gpus", "5"}, 1, "GPU 5 not found"},
-		{"no GPU runtime", []string{"--gpus", "all"}, 1, "no GPU runtime"},
+		// An image not built here may have a GPU backend: the device
+		// checks and the engine decide.
+		{"unknown GPU id", []string{"--gpus", "5", "--image", "agent/busybox:latest"}, 1, "GPU 5 not found"},
+		{"no GPU runtime", []string{"--gpus", "all", "--image", "agent/busybox:latest"}, 1, "no GPU runtime"},
+		{"GPU asked of the CPU image", []string{"--gpus", "all"}, 1, "has only the CPU backend"},
 		{"bad --gpus", []string{"--gpus", "fast"}, 2, "not a GPU index"},
 		{"stray argument", []string{"oops"}, 2, "go after --"},
 	} {
@@ -342,5 +345,33 @@ func TestComposeRender(t *testing.T) {
 	code, out, _ := e.agent("compose", "render", "--model", e.model, "--gpus", "none")
 	if code != 0 || !bytes.Contains([]byte(out), []byte("llama-server:")) {
 		t.Errorf("render to stdout: exit %d\n%s", code, out)
+	}
+}
+
+// `agent task` finds the server its state directory started, on the port
+// `llm up --port N` published, while llm.port still says 8080; the task
+// ran pinned to a slot and its record holds the server's cache figures.
+func TestTaskFindsServerStartedOnAnotherPort(t *testing.T) {
+	e := newLLMEnv(t)
+	model := filepath.Join(t.TempDir(), "stops.gguf")
+	if err := gguftest.WriteLlama(model, gguftest.Options{ContextLength: 16384}); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := e.agent("llm", "up", "--model", model, "--gpus", "none", "--ctx", "16384", "--parallel", "1",
+		"--port", strconv.Itoa(e.port), "--label", sandbox.LabelTest+"="+e.agentE.Label)
+	if code != 0 {
+		t.Fatalf("llm up: exit %d\n%s", code, errOut)
+	}
+	repo := NewSampleRepo(t)
+	code, out, errOut := e.agentE.Run(repo, "task", "--approve", "discard", e.agentE.LabelFlag(), "Say hi")
+	if code != 0 || strings.Contains(errOut, "no LLM server answers") || !strings.Contains(out, "discarded task") {
+		t.Fatalf("agent task: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	rec := onlyTask(t, e.agentE.StateDir)
+	if len(rec.Tokens.Turns) == 0 || rec.Tokens.Turns[0].Slot == nil || *rec.Tokens.Turns[0].Slot != 0 || rec.Tokens.Turns[0].Processed == 0 {
+		t.Errorf("the task's token figures lack the server's per-turn cache figures: %+v", rec.Tokens)
+	}
+	if code, _, errOut := e.agent("llm", "down"); code != 0 || !strings.Contains(errOut, "removed agent-llm-") {
+		t.Errorf("llm down: exit %d: %s", code, errOut)
 	}
 }

@@ -43,9 +43,16 @@ func TestSubAgents(t *testing.T) {
 	c := RequireEngine(t)
 	env := NewAgentEnv(t, c)
 	repo := NewSampleRepo(t)
-	out := mustRun(t, env, repo, "task", "--llm", "script:"+writeScript(t, subAgentScript), "--approve", "keep", env.LabelFlag(), "Write two files")
+	code, out, errOut := env.Run(repo, "task", "--llm", "script:"+writeScript(t, subAgentScript), "--approve", "keep", env.LabelFlag(), "Write two files")
+	if code != 0 {
+		t.Fatalf("agent task: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
 	if !strings.Contains(out, "kept branch") || !strings.Contains(out, "[beta] echo 'from b'") {
 		t.Fatalf("task:\n%s", out)
+	}
+	// One slot: beta waits for alpha's, and the stream says so.
+	if !strings.Contains(errOut, "sub-agent beta: queued") || strings.Contains(errOut, "sub-agent alpha: queued") {
+		t.Errorf("the queued sub-agent is not shown (or the first one is):\n%s", errOut)
 	}
 	rec := onlyTask(t, env.StateDir)
 	files := Git(t, repo, "ls-tree", "-r", "--name-only", rec.Branch)

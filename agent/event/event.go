@@ -17,7 +17,7 @@ const (
 	ThinkingDelta Kind = "thinking_delta" // Text: reasoning output
 	ToolStarted   Kind = "tool_started"   // Tool, Args
 	ToolFinished  Kind = "tool_finished"  // Tool, ExitCode, Duration, IsError, TimedOut, OOMKill, Text (short summary)
-	Usage         Kind = "usage"          // PromptTokens, CompletionTokens
+	Usage         Kind = "usage"          // PromptTokens, CompletionTokens, PromptProcessed, PromptCached
 	Egress        Kind = "egress"         // Text: host:port, Allowed
 	SubAgent      Kind = "sub_agent"      // Agent, State
 	Progress      Kind = "progress"       // Text: a step of something slow (image build, server load)
@@ -52,6 +52,9 @@ type Event struct {
 	Output string `json:"output,omitempty"`
 	// Speed are the figures of the model request a Usage event counts.
 	Speed *Speed `json:"speed,omitempty"`
+	// Slot is the llama-server slot the agent is pinned to (Usage; nil:
+	// none).
+	Slot *int `json:"slot,omitempty"`
 }
 
 // OutputLimit bounds Event.Output.

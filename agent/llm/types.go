@@ -62,6 +62,11 @@ type Request struct {
 	Tools       []Tool    `json:"tools,omitempty"`
 	Temperature *float64  `json:"temperature,omitempty"`
 	MaxTokens   int       `json:"max_tokens,omitempty"`
+	// Slot pins the request to one llama-server slot (id_slot), and turns
+	// prompt caching on: the slot keeps the previous request's prompt, so
+	// a turn that only appends to it re-processes only the new tokens.
+	// nil: the server picks a slot (and other servers see no extra field).
+	Slot *int `json:"id_slot,omitempty"`
 }
 
 // Usage is the token accounting the server reports. Zero values mean the

@@ -18,6 +18,9 @@ type wireRequest struct {
 	MaxTokens     int            `json:"max_tokens,omitempty"`
 	Stream        bool           `json:"stream"`
 	StreamOptions *streamOptions `json:"stream_options,omitempty"`
+	// llama-server's own fields, sent only with a slot.
+	IDSlot      *int  `json:"id_slot,omitempty"`
+	CachePrompt *bool `json:"cache_prompt,omitempty"`
 }
 
 func newWireRequest(req Request, model string, stream bool) wireRequest {
@@ -31,6 +34,10 @@ func newWireRequest(req Request, model string, stream bool) wireRequest {
 	}
 	if w.Model == "" {
 		w.Model = model
+	}
+	if req.Slot != nil {
+		slot, on := *req.Slot, true
+		w.IDSlot, w.CachePrompt = &slot, &on
 	}
 	for i, m := range req.Messages {
 		// Reasoning stays in the transcript and is not sent back (the

@@ -67,6 +67,21 @@ func (m *Manager) Facts(ctx context.Context, o Options) (Options, ImageFacts, Ho
 	if err != nil {
 		return o, img, HostFacts{}, err
 	}
+	gf := GPUFacts{ImageBackend: img.Backend}
+	if o.GPUs.Mode == GPUAuto {
+		gf.Runtime = m.GPURuntime(ctx)
+		gf.GPUImage, gf.GPUImageBackend = m.gpuImage(ctx)
+	}
+	chosen, err := ResolveGPUs(o, gf)
+	if err != nil {
+		return o, img, HostFacts{}, err
+	}
+	if chosen.Image != o.Image {
+		if img, err = m.imageFacts(ctx, chosen.Image); err != nil {
+			return o, img, HostFacts{}, err
+		}
+	}
+	o = chosen
 	host, err := m.hostFacts(o)
 	return o, img, host, err
 }

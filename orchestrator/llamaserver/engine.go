@@ -23,6 +23,7 @@ type engine interface {
 	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
 	ContainerRemove(ctx context.Context, id string, opts container.RemoveOptions) error
 	ContainerLogs(ctx context.Context, id string, opts container.LogsOptions) (io.ReadCloser, error)
+	ContainerList(ctx context.Context, opts container.ListOptions) ([]container.Summary, error)
 }
 
 var _ engine = (*client.Client)(nil)

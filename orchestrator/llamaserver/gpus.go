@@ -3,6 +3,8 @@ package llamaserver
 import (
 	"fmt"
 	"strings"
+
+	"github.com/localagent/agent/images"
 )
 
 // GPUMode says which kind of accelerator the server gets.
@@ -16,6 +18,10 @@ const (
 	GPUNvidia
 	// GPUAMD passes /dev/kfd and /dev/dri (ROCm and Vulkan builds).
 	GPUAMD
+	// GPUAuto uses every NVIDIA GPU when the engine can pass them and a
+	// GPU build of llama-server is present, the CPU otherwise (with a
+	// note saying why). ResolveGPUs turns it into one of the others.
+	GPUAuto
 )
 
 // GPUs is a parsed --gpus value.
@@ -26,12 +32,14 @@ type GPUs struct {
 	IDs []string
 }
 
-// ParseGPUs reads --gpus: "all" (every NVIDIA GPU), "none" or "cpu",
+// ParseGPUs reads --gpus: "auto" (or ""), "all" (every NVIDIA GPU), "none" or "cpu",
 // "amd" (also "rocm", "vulkan", "dri": device nodes), or a comma-separated
 // list of NVIDIA indexes or UUIDs ("0,1", "GPU-3f2a...").
 func ParseGPUs(s string) (GPUs, error) {
 	switch v := strings.ToLower(strings.TrimSpace(s)); v {
-	case "none", "cpu", "", "0-gpus":
+	case "auto", "":
+		return GPUs{Mode: GPUAuto}, nil
+	case "none", "cpu", "0-gpus":
 		return GPUs{Mode: GPUNone}, nil
 	case "all", "nvidia":
 		return GPUs{Mode: GPUNvidia, All: true}, nil
@@ -42,10 +50,10 @@ func ParseGPUs(s string) (GPUs, error) {
 	for _, p := range strings.Split(s, ",") {
 		p = strings.TrimSpace(p)
 		if p == "" {
-			return GPUs{}, fmt.Errorf("--gpus %q: empty GPU id; use all, none, amd, or ids like 0,1", s)
+			return GPUs{}, fmt.Errorf("--gpus %q: empty GPU id; use auto, all, none, amd, or ids like 0,1", s)
 		}
 		if !isGPUID(p) {
-			return GPUs{}, fmt.Errorf("--gpus %q: %q is not a GPU index or UUID; use all, none, amd, or ids like 0,1", s, p)
+			return GPUs{}, fmt.Errorf("--gpus %q: %q is not a GPU index or UUID; use auto, all, none, amd, or ids like 0,1", s, p)
 		}
 		ids = append(ids, p)
 	}
@@ -85,6 +93,8 @@ func isGPUID(s string) bool {
 // String is the canonical --gpus spelling.
 func (g GPUs) String() string {
 	switch {
+	case g.Mode == GPUAuto:
+		return "auto"
 	case g.Mode == GPUAMD:
 		return "amd"
 	case g.Mode == GPUNvidia && g.All:
@@ -93,4 +103,64 @@ func (g GPUs) String() string {
 		return strings.Join(g.IDs, ",")
 	}
 	return "none"
+}
+
+// GPUFacts are what ResolveGPUs needs to know about the engine and the
+// images.
+type GPUFacts struct {
+	// Runtime says the engine can pass NVIDIA GPUs to containers: it has
+	// the nvidia runtime registered or an NVIDIA CDI spec.
+	Runtime bool
+	// ImageBackend is the backend label of Options.Image ("" unknown: an
+	// image not built here, e.g. a vendor's CUDA or ROCm image).
+	ImageBackend string
+	// GPUImage is a present GPU build of llama-server (agent/llama-server:
+	// cuda, else :vulkan); "" when there is none.
+	GPUImage        string
+	GPUImageBackend string
+}
+
+// ResolveGPUs decides the GPU mode and image before anything starts, so
+// that a server never silently runs on the CPU while a GPU was asked for:
+//   - auto takes every NVIDIA GPU when the engine can pass them and a GPU
+//     image is present (switching from the default CPU image to it), else
+//     the CPU, with o.GPUNote saying why;
+//   - all or ids with an image that has only the CPU backend is refused:
+//     the GPU would be reserved for a server that cannot use it;
+//   - amd needs a Vulkan image (or an unlabelled ROCm one).
+func ResolveGPUs(o Options, f GPUFacts) (Options, error) {
+	o.GPUNote = ""
+	switch o.GPUs.Mode {
+	case GPUAuto:
+		backend := f.ImageBackend
+		switch {
+		case !f.Runtime:
+			o.GPUs = GPUs{Mode: GPUNone}
+			o.GPUNote = "llm.gpus auto: the Docker engine has no GPU runtime (nvidia-container-toolkit or an NVIDIA CDI spec), so llama-server runs on the CPU"
+			return o, nil
+		case images.IsGPUBackend(backend), backend == "" && o.Image != images.LlamaServer:
+			// A GPU image, or one not built here (vendor images are GPU
+			// builds as a rule): give it the GPUs.
+		case o.Image == images.LlamaServer && f.GPUImage != "":
+			o.Image = f.GPUImage
+			o.GPUNote = "llm.gpus auto: using the GPU image " + f.GPUImage + " instead of " + images.LlamaServer
+		default:
+			o.GPUs = GPUs{Mode: GPUNone}
+			o.GPUNote = "llm.gpus auto: the engine can pass GPUs but " + o.Image + " has only the CPU backend, so llama-server runs on the CPU: build a GPU image with `agent images build llama-server --backend cuda` (or vulkan)"
+			return o, nil
+		}
+		o.GPUs = GPUs{Mode: GPUNvidia, All: true}
+		return o, nil
+	case GPUNvidia:
+		if f.ImageBackend == images.BackendCPU {
+			return o, fmt.Errorf("--gpus %s: the image %s has only the CPU backend, so the GPU would sit unused: build a GPU image with `agent images build llama-server --backend cuda` (or --backend vulkan) and pass it with --image %s, or run on the CPU with --gpus none",
+				o.GPUs, o.Image, images.LlamaServerRef(images.BackendCUDA))
+		}
+	case GPUAMD:
+		if f.ImageBackend == images.BackendCPU || f.ImageBackend == images.BackendCUDA {
+			return o, fmt.Errorf("--gpus amd: the image %s has the %s backend, which cannot use AMD GPUs: build the Vulkan image with `agent images build llama-server --backend vulkan` and pass --image %s, or run on the CPU with --gpus none",
+				o.Image, f.ImageBackend, images.LlamaServerRef(images.BackendVulkan))
+		}
+	}
+	return o, nil
 }

@@ -267,3 +267,99 @@ func TestUpStartTimeout(t *testing.T) {
 	}
 	it.assertNothingLeft()
 }
+
+// Two state directories on one engine each run their own server side by
+// side; llm down of one leaves the other; a third cannot take the port of
+// either without --force; the address comes from the published port.
+func TestServersOfTwoStateDirectories(t *testing.T) {
+	it := newITest(t)
+	requireImage(t, it.cli, images.LlamaServer, "llama-server")
+	ctx := context.Background()
+	manager := func(dir string) *Manager {
+		m := New(it.cli, nil)
+		m.Owner = OwnerOf(filepath.Join(it.dir, dir))
+		return m
+	}
+	a, b := manager("a"), manager("b")
+	oa, ob := it.options(images.LlamaServer, "none"), it.options(images.LlamaServer, "none")
+	oa.Instance, ob.Instance = "", ""
+	ra, err := a.Up(ctx, oa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := b.Up(ctx, ob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ra.Name == rb.Name || ra.ID == rb.ID || ra.Owner != a.Owner.ID || rb.StateDir != b.Owner.StateDir {
+		t.Fatalf("servers not apart: %+v / %+v", ra.Status, rb.Status)
+	}
+	for m, port := range map[*Manager]int{a: oa.Port, b: ob.Port} {
+		if u, err := m.Address(ctx, ""); err != nil || u != URL(port) {
+			t.Errorf("address of %s: %q, %v; want %s", m.Name(""), u, err, URL(port))
+		}
+	}
+
+	// A third state directory asking for b's port is refused, and b's
+	// server is untouched; with --force it replaces it.
+	c := manager("c")
+	oc := it.options(images.LlamaServer, "none")
+	oc.Instance, oc.Port = "", ob.Port
+	if _, err := c.Up(ctx, oc); err == nil || !strings.Contains(err.Error(), "--force") || !strings.Contains(err.Error(), b.Owner.StateDir) {
+		t.Fatalf("up on another state directory's port: %v", err)
+	}
+	if s, err := b.Status(ctx, ""); err != nil || s.State != StateReady || s.ID != rb.ID {
+		t.Fatalf("b after the refused up: %+v, %v", s, err)
+	}
+
+	// Down in a leaves b serving.
+	if existed, err := a.Down(ctx, ""); !existed || err != nil {
+		t.Fatalf("down a: %v, %v", existed, err)
+	}
+	if s, _ := a.Status(ctx, ""); s.State != StateAbsent {
+		t.Errorf("a after down: %s", s.State)
+	}
+	if s, err := b.Status(ctx, ""); err != nil || s.State != StateReady || s.ID != rb.ID {
+		t.Fatalf("b after a's down: %+v, %v", s, err)
+	}
+	if _, err := a.Address(ctx, ""); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("address of a removed server: %v", err)
+	}
+
+	oc.Force = true
+	rc, err := c.Up(ctx, oc)
+	if err != nil {
+		t.Fatalf("forced up: %v", err)
+	}
+	if s, _ := b.Status(ctx, ""); s.State != StateAbsent {
+		t.Errorf("b after c's forced up: %s", s.State)
+	}
+	if rc.Port != ob.Port || rc.Owner != c.Owner.ID {
+		t.Errorf("c: %+v", rc.Status)
+	}
+}
+
+// The Vulkan build offloads the model to a Vulkan device; on a machine
+// without a GPU that is lavapipe (Mesa's Vulkan on the CPU), which
+// exercises the same backend and the same log lines. Status reads them.
+func TestVulkanImageOffloadsOnLavapipe(t *testing.T) {
+	it := newITest(t)
+	ref := images.LlamaServerRef(images.BackendVulkan)
+	if _, err := it.cli.ImageInspect(context.Background(), ref); err != nil {
+		t.Skipf("%s is not present (`agent images build llama-server --backend vulkan`)", ref)
+	}
+	o := it.options(ref, "none")
+	// lavapipe is a CPU-type device, which ggml only lists when asked.
+	o.Env = []string{"GGML_VK_VISIBLE_DEVICES=0"}
+	o.ExtraArgs = []string{"--n-gpu-layers", "999"}
+	res, err := it.m.Up(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := res.Offload
+	if res.Backend != images.BackendVulkan || off == nil || !off.Known || off.Layers == 0 || off.Layers != off.TotalLayers ||
+		len(off.Devices) != 1 || !strings.HasPrefix(off.Devices[0], "Vulkan0 (llvmpipe") || off.VRAMMiB <= 0 {
+		t.Fatalf("status of the Vulkan server: backend %q offload %+v", res.Backend, off)
+	}
+	t.Logf("vulkan: %s, %d/%d layers, %.2f MiB", strings.Join(off.Devices, "; "), off.Layers, off.TotalLayers, off.VRAMMiB)
+}

@@ -23,12 +23,17 @@ import (
 
 	"github.com/localagent/agent/agent/event"
 	"github.com/localagent/agent/agent/llm"
+	"github.com/localagent/agent/images"
 )
 
 // Manager starts, inspects and removes managed llama-server containers.
 type Manager struct {
 	eng  engine
 	sink event.Sink
+
+	// Owner is whose servers this manager starts, finds and removes (the
+	// zero Owner: the unowned names BaseName and BaseName-INSTANCE).
+	Owner Owner
 
 	// Poll is how often /health and the container are checked while the
 	// server loads (default 200 ms).
@@ -92,11 +97,31 @@ func (m *Manager) Up(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.GPUNote != "" {
+		m.emit(event.Notice, "note: "+o.GPUNote)
+	}
 	if o.GPUs.Mode == GPUNvidia && !o.CDI {
 		o.CDI = m.CDIAvailable(ctx)
 	}
-	name := Name(o.Instance)
+	o.Owner = m.Owner
+	name := m.Name(o.Instance)
 	hash := SettingsHash(o, img, host)
+
+	// Never replace someone else's server without being told to: on a
+	// shared engine it may be another user's loaded model.
+	foreign, err := m.foreignOnPort(ctx, o.Port, name)
+	if err != nil {
+		return nil, err
+	}
+	if foreign != nil {
+		if !o.Force {
+			return nil, foreignError(foreign, o.Port)
+		}
+		m.emit(event.Progress, fmt.Sprintf("replacing %s, which held port %d (--force)", strings.TrimPrefix(firstName(foreign.Names), "/"), o.Port))
+		if err := m.remove(ctx, foreign.ID); err != nil {
+			return nil, err
+		}
+	}
 
 	existing, err := m.eng.ContainerInspect(ctx, name)
 	switch {
@@ -116,6 +141,9 @@ func (m *Manager) Up(ctx context.Context, o Options) (*Result, error) {
 		}
 		if existing.Config == nil || existing.Config.Labels[LabelKind] != KindLLM {
 			return nil, fmt.Errorf("a container named %s exists but was not created by agent: remove or rename it (`docker rm -f %s`)", name, name)
+		}
+		if owner := existing.Config.Labels[LabelOwner]; owner != m.Owner.ID && !o.Force {
+			return nil, fmt.Errorf("the llama-server %s belongs to the agent with state directory %q, not this one: use another --instance, or replace it with --force", name, existing.Config.Labels[LabelStateDir])
 		}
 		if existing.Config.Labels[LabelSettings] == hash {
 			m.emit(event.Progress, fmt.Sprintf("replacing %s (it had stopped)", name))
@@ -161,6 +189,10 @@ func (m *Manager) Up(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	res.Status = *s
+	if w := offloadWarning(o.GPUs, s.Offload); w != "" {
+		res.Warnings = append(res.Warnings, w)
+		m.emit(event.Notice, "warning: "+w)
+	}
 	return res, nil
 }
 
@@ -248,6 +280,23 @@ func (m *Manager) waitReady(ctx context.Context, o Options, id string, restarts 
 	return fmt.Errorf("waiting for llama-server: %w", ctx.Err())
 }
 
+// offloadWarning says when a server given GPUs holds no layer on one:
+// the GPU is reserved for a server that runs on the CPU.
+func offloadWarning(g GPUs, off *Offload) string {
+	if g.Mode != GPUNvidia && g.Mode != GPUAMD {
+		return ""
+	}
+	switch {
+	case off == nil:
+		return ""
+	case off.NoGPU || (off.Known && off.Layers == 0) || (!off.Known && len(off.Devices) == 0 && len(off.Backends) > 0):
+		return fmt.Sprintf("llama-server was given GPUs (--gpus %s) but runs on the CPU: its log shows no GPU device or offloaded layer (see `agent llm logs`); the image may lack the GPU backend, or the driver library may be missing", g)
+	case off.Known && off.Layers < off.TotalLayers:
+		return fmt.Sprintf("only %d of %d layers are on the GPU: the model does not fit; expect CPU speed for the rest", off.Layers, off.TotalLayers)
+	}
+	return ""
+}
+
 // cleanup removes a container even when ctx was cancelled (Ctrl-C during
 // a load must not leave a half-started server behind).
 func (m *Manager) cleanup(ctx context.Context, id string) {
@@ -266,7 +315,7 @@ func (m *Manager) remove(ctx context.Context, id string) error {
 
 // Down removes the server's container. It reports whether one existed.
 func (m *Manager) Down(ctx context.Context, instance string) (bool, error) {
-	name := Name(instance)
+	name := m.Name(instance)
 	insp, err := m.eng.ContainerInspect(ctx, name)
 	if cerrdefs.IsNotFound(err) {
 		return false, nil
@@ -290,7 +339,7 @@ type LogsOptions struct {
 // Logs copies the server's log to stdout and stderr (llama-server logs to
 // stderr). With Follow it returns when ctx ends or the container stops.
 func (m *Manager) Logs(ctx context.Context, instance string, o LogsOptions, stdout, stderr io.Writer) error {
-	name := Name(instance)
+	name := m.Name(instance)
 	rc, err := m.eng.ContainerLogs(ctx, name, container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: o.Follow, Tail: o.Tail})
 	if cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("no llama-server is running (no container %s): start one with `agent llm up --model FILE`", name)
@@ -345,6 +394,35 @@ func (m *Manager) CDIAvailable(ctx context.Context) bool {
 	return false
 }
 
+// GPURuntime reports whether the engine can pass NVIDIA GPUs to
+// containers: the nvidia runtime is registered (nvidia-container-toolkit
+// configures it) or an NVIDIA CDI spec is present.
+func (m *Manager) GPURuntime(ctx context.Context) bool {
+	info, err := m.eng.Info(ctx)
+	if err != nil {
+		return false
+	}
+	if _, ok := info.Runtimes["nvidia"]; ok || info.DefaultRuntime == "nvidia" {
+		return true
+	}
+	return m.CDIAvailable(ctx)
+}
+
+// gpuImage is the first present GPU build of llama-server (CUDA, then
+// Vulkan).
+func (m *Manager) gpuImage(ctx context.Context) (ref, backend string) {
+	for _, b := range []string{images.BackendCUDA, images.BackendVulkan} {
+		ref := images.LlamaServerRef(b)
+		if ii, err := m.eng.ImageInspect(ctx, ref); err == nil {
+			if ii.Config != nil && ii.Config.Labels[images.LabelBackend] != "" {
+				b = ii.Config.Labels[images.LabelBackend]
+			}
+			return ref, b
+		}
+	}
+	return "", ""
+}
+
 // engineError adds what was being done to an engine error and, when the
 // engine cannot be reached at all, says how to fix that.
 func (m *Manager) engineError(what string, err error) error {
@@ -372,6 +450,14 @@ func (m *Manager) imageFacts(ctx context.Context, ref string) (ImageFacts, error
 	f := ImageFacts{ID: ii.ID}
 	if ii.Config != nil && len(ii.Config.Entrypoint) > 0 {
 		f.HasEntrypoint = true
+	}
+	if ii.Config != nil {
+		f.Backend = ii.Config.Labels[images.LabelBackend]
+		if f.Backend == "" && ii.Config.Labels[images.LabelImage] == images.NameLlamaServer {
+			// Built here before images carried their backend: those
+			// builds were CPU-only.
+			f.Backend = images.BackendCPU
+		}
 	}
 	return f, nil
 }
@@ -443,6 +529,13 @@ func (m *Manager) amdNodes() (nodes []string, gids []int) {
 		}
 	}
 	return nodes, gids
+}
+
+func firstName(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
 }
 
 func globs(p string) []string { m, _ := filepath.Glob(p); return m }

@@ -15,6 +15,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/go-connections/nat"
+
+	"github.com/localagent/agent/images"
 )
 
 // Label keys on the managed container. LabelManaged and LabelKind are the
@@ -30,6 +32,11 @@ const (
 	LabelCtx      = "dev.localagent.llm.ctx"      // total context (-c)
 	LabelParallel = "dev.localagent.llm.parallel" // slots (-np)
 	LabelGPUs     = "dev.localagent.llm.gpus"     // GPUs.String()
+	LabelOwner    = "dev.localagent.llm.owner"    // Owner.ID: whose server this is
+	LabelStateDir = "dev.localagent.llm.state_dir"
+	// LabelBackend is the image's backend (images.LabelBackend), copied
+	// to the container so status needs no image inspect.
+	LabelBackend = images.LabelBackend
 )
 
 // KindLLM is the LabelKind value of the managed llama-server.
@@ -89,6 +96,17 @@ type Options struct {
 	CDI bool
 	// Labels are added to the container's (tests set a per-test label).
 	Labels map[string]string
+	// Env is added to the server's environment (GGML_VK_VISIBLE_DEVICES,
+	// CUDA_VISIBLE_DEVICES, ...).
+	Env []string
+	// Owner is set by Up from the Manager: it names and labels the
+	// container.
+	Owner Owner
+	// Force lets Up replace a server of another owner that holds Port.
+	Force bool
+	// GPUNote is set when llm.gpus auto chose the CPU: the one line that
+	// says why (no GPU runtime, no GPU image).
+	GPUNote string
 }
 
 // DefaultStartTimeout is long enough for a big model from a slow disk.
@@ -148,7 +166,7 @@ func (o Options) Args() []string {
 		"--jinja",
 		"--metrics",
 	}
-	if o.GPUs.Mode != GPUNone {
+	if o.GPUs.Mode == GPUNvidia || o.GPUs.Mode == GPUAMD {
 		// Offload every layer; llama-server caps the number at the model's.
 		args = append(args, "--n-gpu-layers", "999")
 	} else {
@@ -165,6 +183,9 @@ type ImageFacts struct {
 	// HasEntrypoint says the image starts llama-server itself (vendor
 	// images do); otherwise the command is "llama-server ARGS".
 	HasEntrypoint bool
+	// Backend is the image's LabelBackend (images.BackendCPU, ...); ""
+	// for an image not built here, whose backend is unknown.
+	Backend string
 }
 
 // HostFacts are what the spec needs to know about the host.
@@ -185,6 +206,17 @@ type HostFacts struct {
 func Spec(o Options, img ImageFacts, host HostFacts) (*container.Config, *container.HostConfig) {
 	port := nat.Port(strconv.Itoa(ContainerPort) + "/tcp")
 	cmd := o.Args()
+	if img.Backend != "" && !hasFlag(o.ExtraArgs, "--slot-save-path") {
+		// Slot files let a waiting agent's prompt cache be saved and
+		// restored instead of recomputed (in a tmpfs: they are caches).
+		cmd = append(cmd, "--slot-save-path", SlotDir)
+	}
+	if img.Backend != "" && !hasVerbosity(o.ExtraArgs) {
+		// The lines that say which device holds the model and how many
+		// layers were offloaded are logged at verbosity 4 by the Debian
+		// build; status reads them (a vendor image keeps its default).
+		cmd = append(cmd, "--log-verbosity", "4")
+	}
 	if !img.HasEntrypoint {
 		cmd = append([]string{"llama-server"}, cmd...)
 	}
@@ -202,6 +234,9 @@ func Spec(o Options, img ImageFacts, host HostFacts) (*container.Config, *contai
 		LabelCtx:      strconv.Itoa(o.Ctx),
 		LabelParallel: strconv.Itoa(o.Parallel),
 		LabelGPUs:     o.GPUs.String(),
+		LabelOwner:    o.Owner.ID,
+		LabelStateDir: o.Owner.StateDir,
+		LabelBackend:  img.Backend,
 	} {
 		labels[k] = v
 	}
@@ -209,7 +244,7 @@ func Spec(o Options, img ImageFacts, host HostFacts) (*container.Config, *contai
 		Image:        o.Image,
 		Cmd:          cmd,
 		User:         fmt.Sprintf("%d:%d", host.UID, host.GID),
-		Env:          []string{"HOME=/tmp"}, // read-only root: anything cached goes to the tmpfs
+		Env:          append([]string{"HOME=/tmp"}, o.Env...), // read-only root: anything cached goes to the tmpfs
 		ExposedPorts: nat.PortSet{port: struct{}{}},
 		Labels:       labels,
 	}
@@ -232,13 +267,19 @@ func Spec(o Options, img ImageFacts, host HostFacts) (*container.Config, *contai
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges"},
 		ReadonlyRootfs: true,
-		Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,size=256m"},
+		Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,size=256m", SlotDir: "rw,nosuid,nodev,noexec,mode=1777,size=" + slotDirSize},
 		Init:           &initOn, // signals reach llama-server; stop takes ms, not 10 s
 		Resources:      container.Resources{PidsLimit: &pids},
 	}
 	switch o.GPUs.Mode {
 	case GPUNvidia:
-		hc.DeviceRequests = nvidiaRequests(o.GPUs, o.CDI)
+		hc.DeviceRequests = nvidiaRequests(o.GPUs, o.CDI, img.Backend == images.BackendVulkan)
+		if img.Backend == images.BackendVulkan {
+			// Vulkan reaches NVIDIA GPUs through the driver's graphics
+			// libraries (and its ICD file), which the runtime mounts only
+			// when asked for the graphics capability.
+			cfg.Env = append(cfg.Env, "NVIDIA_DRIVER_CAPABILITIES="+strings.Join(vulkanCaps, ","))
+		}
 	case GPUAMD:
 		devs := host.AMDDevices
 		if len(devs) == 0 {
@@ -254,7 +295,19 @@ func Spec(o Options, img ImageFacts, host HostFacts) (*container.Config, *contai
 	return cfg, hc
 }
 
-func nvidiaRequests(g GPUs, cdi bool) []container.DeviceRequest {
+// DeviceRequests are the engine's device requests for NVIDIA GPUs g
+// (nil for any other mode), as CDI devices when cdi is set.
+func DeviceRequests(g GPUs, cdi bool) []container.DeviceRequest {
+	if g.Mode != GPUNvidia {
+		return nil
+	}
+	return nvidiaRequests(g, cdi, false)
+}
+
+// vulkanCaps are the NVIDIA driver capabilities a Vulkan build needs.
+var vulkanCaps = []string{"compute", "utility", "graphics"}
+
+func nvidiaRequests(g GPUs, cdi, vulkan bool) []container.DeviceRequest {
 	if cdi {
 		// CDI names the devices the NVIDIA toolkit's spec generator wrote.
 		ids := []string{"nvidia.com/gpu=all"}
@@ -267,6 +320,9 @@ func nvidiaRequests(g GPUs, cdi bool) []container.DeviceRequest {
 		return []container.DeviceRequest{{Driver: "cdi", DeviceIDs: ids}}
 	}
 	req := container.DeviceRequest{Driver: "nvidia", Capabilities: [][]string{{"gpu"}}}
+	if vulkan {
+		req.Capabilities = [][]string{append([]string{"gpu"}, vulkanCaps...)}
+	}
 	if g.All {
 		req.Count = -1
 	} else {
@@ -286,7 +342,35 @@ func SettingsHash(o Options, img ImageFacts, host HostFacts) string {
 		CDI                         bool
 		UID, GID                    int
 		Labels                      map[string]string
-	}{o.Model, o.modelFile(), o.Image, img.ID, o.Port, o.Args(), o.GPUs.String(), o.CDI, host.UID, host.GID, o.Labels})
+		Env                         []string `json:",omitempty"`
+	}{o.Model, o.modelFile(), o.Image, img.ID, o.Port, o.Args(), o.GPUs.String(), o.CDI, host.UID, host.GID, o.Labels, o.Env})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
+}
+
+// SlotDir holds the server's slot files (--slot-save-path); slotDirSize
+// bounds them: a save that does not fit fails and the prompt is
+// recomputed.
+const (
+	SlotDir     = "/slots"
+	slotDirSize = "2g"
+)
+
+func hasFlag(args []string, flag string) bool {
+	for _, a := range args {
+		if name, _, _ := strings.Cut(a, "="); name == flag {
+			return true
+		}
+	}
+	return false
+}
+
+func hasVerbosity(args []string) bool {
+	for _, a := range args {
+		name, _, _ := strings.Cut(a, "=")
+		if slices.Contains([]string{"-lv", "--verbosity", "--log-verbosity", "-v", "--verbose", "--log-verbose"}, name) {
+			return true
+		}
+	}
+	return false
 }

@@ -19,7 +19,7 @@ func testOptions(gpus string) Options {
 
 func TestParseGPUs(t *testing.T) {
 	for in, want := range map[string]string{
-		"all": "all", "ALL": "all", "nvidia": "all", "none": "none", "cpu": "none", "": "none",
+		"all": "all", "ALL": "all", "nvidia": "all", "none": "none", "cpu": "none", "": "auto", "auto": "auto", "AUTO": "auto",
 		"amd": "amd", "vulkan": "amd", "0": "0", "0,1": "0,1", " 1 , 3 ": "1,3",
 		"GPU-3f2a5b6c-aaaa-bbbb-cccc-0123456789ab": "GPU-3f2a5b6c-aaaa-bbbb-cccc-0123456789ab",
 	} {
@@ -29,7 +29,7 @@ func TestParseGPUs(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"0,,1", "foo", "0;rm -rf /", "GPU-", "GPU-xyz", "1,all"} {
-		if _, err := ParseGPUs(bad); err == nil || !strings.Contains(err.Error(), "use all, none, amd") {
+		if _, err := ParseGPUs(bad); err == nil || !strings.Contains(err.Error(), "use auto, all, none, amd") {
 			t.Errorf("ParseGPUs(%q) err = %v", bad, err)
 		}
 	}

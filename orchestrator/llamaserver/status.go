@@ -51,6 +51,15 @@ type Status struct {
 	Ctx      int    `json:"ctx"`
 	Parallel int    `json:"parallel"`
 	GPUs     string `json:"gpus"`
+	// Backend is the image's llama-server backend (cpu, cuda, vulkan; ""
+	// for an image not built here).
+	Backend string `json:"backend"`
+	// Offload is what the server's log says about devices, offloaded
+	// layers and VRAM (read while it runs).
+	Offload *Offload `json:"offload"`
+	// Owner and StateDir say whose server this is.
+	Owner    string `json:"owner"`
+	StateDir string `json:"state_dir"`
 	// Devices are the GPU devices the container was given, as the engine
 	// records them ("nvidia: all", "nvidia: 0,1", "/dev/dri").
 	Devices []string `json:"devices"`
@@ -70,7 +79,7 @@ type Status struct {
 // Status inspects the server of instance and, when it runs, asks it for
 // its health, slots and build.
 func (m *Manager) Status(ctx context.Context, instance string) (*Status, error) {
-	name := Name(instance)
+	name := m.Name(instance)
 	s := &Status{Name: name, State: StateAbsent}
 	insp, err := m.eng.ContainerInspect(ctx, name)
 	if cerrdefs.IsNotFound(err) {
@@ -86,6 +95,7 @@ func (m *Manager) Status(ctx context.Context, instance string) (*Status, error) 
 			return nil, fmt.Errorf("the container named %s was not created by agent", name)
 		}
 		s.Image, s.Model, s.GPUs = insp.Config.Image, l[LabelModel], l[LabelGPUs]
+		s.Backend, s.Owner, s.StateDir = l[LabelBackend], l[LabelOwner], l[LabelStateDir]
 		s.Port, _ = strconv.Atoi(l[LabelPort])
 		s.Ctx, _ = strconv.Atoi(l[LabelCtx])
 		s.Parallel, _ = strconv.Atoi(l[LabelParallel])
@@ -109,6 +119,9 @@ func (m *Manager) Status(ctx context.Context, instance string) (*Status, error) 
 		return s, nil
 	}
 	s.StartedAt, _ = time.Parse(time.RFC3339Nano, st.StartedAt)
+	if p := publishedPort(insp.NetworkSettings); p > 0 && p != s.Port {
+		s.Port, s.URL = p, URL(p)
+	}
 	if s.URL == "" {
 		s.State = StateUnhealthy
 		s.Health = "no port label on the container"
@@ -133,6 +146,9 @@ func (m *Manager) Status(ctx context.Context, instance string) (*Status, error) 
 		return s, nil
 	}
 	s.State, s.Health = StateReady, h.Message
+	if off := m.readOffload(hctx, insp.ID); off.Known || len(off.Devices) > 0 || off.NoGPU || len(off.Backends) > 0 {
+		s.Offload = &off
+	}
 	if p, err := c.Props(hctx); err == nil {
 		s.TotalSlots, s.SlotCtx, s.Build = p.TotalSlots, p.NCtx, p.BuildInfo
 	}

@@ -56,7 +56,24 @@ type Tokens struct {
 	// GenPerSecond and AvgFirstTokenMS are derived from the above.
 	GenPerSecond    float64 `json:"gen_tokens_per_s,omitempty"`
 	AvgFirstTokenMS int64   `json:"avg_first_token_ms,omitempty"`
+	// Turns are the per-request prompt figures from the server's timings
+	// (the first MaxTurns), with the slot each agent was pinned to.
+	Turns []TurnTokens `json:"turns,omitempty"`
 }
+
+// TurnTokens are one model request's prompt figures.
+type TurnTokens struct {
+	// Agent is "" for the task's own loop, else the sub-agent's name.
+	Agent string `json:"agent,omitempty"`
+	// Slot is the llama-server slot the agent is pinned to (nil: none).
+	Slot      *int `json:"slot,omitempty"`
+	Prompt    int  `json:"prompt"`
+	Processed int  `json:"processed"`
+	Cached    int  `json:"cached"`
+}
+
+// MaxTurns bounds Tokens.Turns, so a long task's record stays small.
+const MaxTurns = 500
 
 // Timings of a task's steps, in milliseconds.
 type Timings struct {
@@ -115,6 +132,7 @@ type Task struct {
 	// Environment is the project environment the sandbox runs in (its
 	// image is Image), when the repository or the user defines one.
 	Environment *Environment `json:"environment,omitempty"`
+	GPUs        string       `json:"gpus,omitempty"`    // NVIDIA GPUs of the task's sandboxes ("" none)
 	Session     string       `json:"session,omitempty"` // transcript (JSONL)
 	Events      string       `json:"events,omitempty"`  // event log (JSONL)
 	LLM         string       `json:"llm,omitempty"`     // endpoint URL or script:FILE

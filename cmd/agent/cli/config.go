@@ -161,7 +161,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("llm.port", 8080)
 	v.SetDefault("llm.ctx", 16384)
 	v.SetDefault("llm.parallel", 2)
-	v.SetDefault("llm.gpus", "all")
+	v.SetDefault("llm.gpus", "auto")
 	v.SetDefault("llm.start_timeout", 300*time.Second)
 	v.SetDefault("llm.stall_timeout", 120*time.Second)
 	v.SetDefault("llm.reply_timeout", 30*time.Minute)

@@ -474,6 +474,18 @@ func (d *doctor) gpu() {
 	} else if _, err := exec.LookPath("nvidia-ctk"); err == nil {
 		f.hook = true
 	}
+	if d.docker != nil && d.info != nil {
+		f.image = d.cfg.LLM.Image
+		if ii, err := d.docker.ImageInspect(context.Background(), f.image); err == nil && ii.Config != nil {
+			f.imageBackend = ii.Config.Labels[images.LabelBackend]
+		}
+		for _, b := range []string{images.BackendCUDA, images.BackendVulkan} {
+			if _, err := d.docker.ImageInspect(context.Background(), images.LlamaServerRef(b)); err == nil {
+				f.gpuImage = images.LlamaServerRef(b)
+				break
+			}
+		}
+	}
 	c := gpuVerdict(f)
 	d.checks = append(d.checks, c)
 }
@@ -486,6 +498,11 @@ type gpuFacts struct {
 	cdiDirs     []string
 	cdiSpecs    []string
 	hook        bool
+	// imageBackend is the backend label of llm.image ("" unknown);
+	// gpuImage a present GPU build of llama-server.
+	image        string
+	imageBackend string
+	gpuImage     string
 }
 
 func gpuVerdict(f gpuFacts) Check {
@@ -494,6 +511,21 @@ func gpuVerdict(f gpuFacts) Check {
 	switch f.mode {
 	case llamaserver.GPUNone:
 		c.Verdict, c.Detail = VerdictOK, "llm.gpus is none: llama-server runs on the CPU"
+	case llamaserver.GPUAuto:
+		switch {
+		case len(f.nvidiaNodes) == 0:
+			c.Verdict, c.Detail = VerdictOK, "llm.gpus is auto and this machine shows no NVIDIA GPU: llama-server runs on the CPU"
+		case !nvidiaSupport:
+			c.Verdict = VerdictWarn
+			c.Detail = fmt.Sprintf("llm.gpus is auto: NVIDIA devices %s exist but the engine cannot pass them, so llama-server runs on the CPU", strings.Join(f.nvidiaNodes, ", "))
+			c.Fix = "install nvidia-container-toolkit (`nvidia-ctk runtime configure --runtime=docker`) and restart Docker"
+		case f.gpuImage == "":
+			c.Verdict = VerdictWarn
+			c.Detail = fmt.Sprintf("llm.gpus is auto: NVIDIA devices %s can be passed, but no GPU image is present, so llama-server runs on the CPU", strings.Join(f.nvidiaNodes, ", "))
+			c.Fix = "build one: `agent images build llama-server --backend cuda` (or --backend vulkan)"
+		default:
+			c.Verdict, c.Detail = VerdictOK, fmt.Sprintf("llm.gpus is auto: NVIDIA devices %s with %s", strings.Join(f.nvidiaNodes, ", "), f.gpuImage)
+		}
 	case llamaserver.GPUAMD:
 		if len(f.amdNodes) == 0 {
 			c.Verdict, c.Detail = VerdictWarn, "llm.gpus is amd but there is no /dev/kfd or /dev/dri"
@@ -503,6 +535,10 @@ func gpuVerdict(f gpuFacts) Check {
 		}
 	default:
 		switch {
+		case f.imageBackend == images.BackendCPU:
+			c.Verdict = VerdictFail
+			c.Detail = fmt.Sprintf("llm.gpus asks for NVIDIA GPUs but llm.image %s has only the CPU backend: `agent llm up` refuses it", f.image)
+			c.Fix = "build a GPU image (`agent images build llama-server --backend cuda`) and set llm.image to it, or set llm.gpus: auto"
 		case len(f.nvidiaNodes) == 0:
 			c.Verdict, c.Detail = VerdictWarn, "llm.gpus asks for NVIDIA GPUs but this machine shows none (no /dev/nvidia0 ...)"
 			c.Fix = "run on the CPU: `agent llm up --gpus none` or set llm.gpus: none (AGENT_LLM_GPUS=none)"
@@ -578,7 +614,9 @@ func (d *doctor) server(ctx context.Context) {
 	if d.docker == nil || d.info == nil {
 		return
 	}
-	s, err := llamaserver.New(d.docker, nil).Status(ctx, "")
+	m := llamaserver.New(d.docker, nil)
+	m.Owner = llamaserver.OwnerOf(d.cfg.StateDir)
+	s, err := m.Status(ctx, "")
 	if err != nil {
 		d.add("llm server", VerdictFail, err.Error(), "remove the conflicting container or set llm.url")
 		return
@@ -586,6 +624,7 @@ func (d *doctor) server(ctx context.Context) {
 	switch s.State {
 	case llamaserver.StateReady:
 		d.add("llm server", VerdictOK, fmt.Sprintf("%s ready at %s: %d slots x %d tokens, %s", s.Name, s.URL, s.TotalSlots, s.SlotCtx, filepath.Base(s.Model)), "")
+		d.checks = append(d.checks, offloadVerdict(s))
 	case llamaserver.StateAbsent:
 		d.add("llm server", VerdictWarn, "no managed llama-server is running and llm.url is not set", "`agent llm up --model FILE.gguf`, or set llm.url to an OpenAI-compatible server")
 	case llamaserver.StateLoading, llamaserver.StateStarting:
@@ -593,4 +632,25 @@ func (d *doctor) server(ctx context.Context) {
 	default:
 		d.add("llm server", VerdictFail, fmt.Sprintf("%s is %s (exit code %d)", s.Name, s.State, s.ExitCode), "see `agent llm logs`, then `agent llm up` again")
 	}
+}
+
+// offloadVerdict checks, from the running server's log, that a server
+// given GPUs holds its layers on one.
+func offloadVerdict(s *llamaserver.Status) Check {
+	c := Check{Name: "llm offload", Verdict: VerdictOK}
+	line := offloadLine(s.Backend, s.Offload)
+	gpu := s.GPUs != "" && s.GPUs != "none" && s.GPUs != "auto"
+	switch off := s.Offload; {
+	case off == nil:
+		c.Detail = "the server's log says nothing about devices (see `agent llm logs`)"
+	case gpu && !off.OnGPU():
+		c.Verdict, c.Detail = VerdictFail, "the server was given GPUs ("+s.GPUs+") but runs on the CPU: "+line
+		c.Fix = "check `agent llm logs` for the backend's errors; use a GPU image (`agent images build llama-server --backend cuda`)"
+	case gpu && off.Known && off.Layers < off.TotalLayers:
+		c.Verdict, c.Detail = VerdictWarn, "part of the model is on the CPU: "+line
+		c.Fix = "use a smaller model or context, or a GPU with more memory"
+	default:
+		c.Detail = line
+	}
+	return c
 }

@@ -53,13 +53,15 @@ type ImagesBuildOptions struct {
 	Force  bool
 	Mirror string
 	JSON   bool
+	// Backend is the llama-server build (cpu, cuda, vulkan).
+	Backend string
 }
 
 // NewCmdImagesBuild builds `agent images build`.
 func NewCmdImagesBuild(f *Factory, runF func(context.Context, *ImagesBuildOptions) error) *cobra.Command {
 	opts := &ImagesBuildOptions{IO: f.IO, Engine: factoryEngine(f)}
 	cmd := &cobra.Command{
-		Use:   "build [sandbox|llama-server|busybox|all]",
+		Use:   "build [sandbox|llama-server [--backend cpu|cuda|vulkan]|busybox|all]",
 		Short: "Build project images from Debian packages (no registry)",
 		Long: `Build a project image without any registry. The sandbox and llama-server
 images are Debian root filesystems made with debootstrap (needs root and
@@ -67,7 +69,12 @@ network access to a Debian mirror); busybox is written from the host's
 busybox-static. An image that is present is skipped unless --force.
 
 The mirror is --mirror, else images.mirror from the configuration, else the
-host's apt mirror, else ` + images.DefaultMirror + `.`,
+host's apt mirror, else ` + images.DefaultMirror + `.
+
+llama-server --backend cuda (Debian contrib/non-free: libggml0-backend-cuda,
+libcublas12, libcudart12; about 1 GB) or --backend vulkan (libggml0-backend-vulkan,
+Mesa) builds agent/llama-server:BACKEND. The CUDA image carries no driver
+library: the NVIDIA container runtime mounts the host's.`,
 		Args:      cobra.MaximumNArgs(1),
 		ValidArgs: append(images.Names(), "all"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -80,6 +87,9 @@ host's apt mirror, else ` + images.DefaultMirror + `.`,
 				return err
 			}
 			opts.Names = names
+			if opts.Backend != "" && (len(names) != 1 || names[0] != images.NameLlamaServer) {
+				return UsageErrorf("--backend applies to the llama-server image only")
+			}
 			if !cmd.Flags().Changed("mirror") {
 				cfg, err := f.Config()
 				if err != nil {
@@ -98,6 +108,7 @@ host's apt mirror, else ` + images.DefaultMirror + `.`,
   agent images build llama-server --mirror http://mirror.internal/debian`
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "rebuild even when the image is present")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print {"images": [{"name", "ref", "id", "skipped", "size", "duration_ms"}]} as JSON`)
+	cmd.Flags().StringVar(&opts.Backend, "backend", "", "llama-server backend, `cpu|cuda|vulkan` (default cpu)")
 	cmd.Flags().StringVar(&opts.Mirror, "mirror", "", "Debian mirror `URL` for debootstrap (default: config images.mirror, the host's apt mirror, or deb.debian.org)")
 	return cmd
 }
@@ -127,6 +138,7 @@ func imagesBuildRun(ctx context.Context, opts *ImagesBuildOptions) error {
 			Mirror:       opts.Mirror,
 			AgentVersion: Version,
 			Progress:     progress,
+			Backend:      opts.Backend,
 		})
 		if err != nil {
 			return err
@@ -274,7 +286,11 @@ func imagesListRun(ctx context.Context, opts *ImagesListOptions) error {
 			missing = append(missing, im.Name)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", im.Name, im.Ref, shortID(im.ID), humanBytes(im.Size), im.Created.Local().Format("2006-01-02 15:04"))
+		name := im.Name
+		if im.Backend != "" {
+			name += " (" + im.Backend + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, im.Ref, shortID(im.ID), humanBytes(im.Size), im.Created.Local().Format("2006-01-02 15:04"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

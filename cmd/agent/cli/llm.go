@@ -50,6 +50,7 @@ image with 'agent images build llama-server' or load a GPU build with
 // commands have these flags.
 type llmFlags struct {
 	instance string
+	force    bool
 	labels   []string
 	fs       *pflag.FlagSet
 }
@@ -57,28 +58,57 @@ type llmFlags struct {
 func addLLMFlags(cmd *cobra.Command) *llmFlags {
 	fl := cmd.Flags()
 	fl.String("model", "", "the .gguf model `FILE` (config llm.model)")
-	fl.String("gpus", "", "`all|none|amd|IDS`: NVIDIA ids like 0,1 (config llm.gpus, default all)")
+	fl.String("gpus", "", "`auto|all|none|amd|IDS`: NVIDIA ids like 0,1 (config llm.gpus, default auto: the GPU when the engine can pass one and a GPU image is present)")
 	fl.Int("ctx", 0, "total context in `TOKENS`, shared by the slots (config llm.ctx, default 16384)")
 	fl.Int("parallel", 0, "`N` parallel slots, each gets ctx/parallel tokens (config llm.parallel, default 2)")
 	fl.Int("port", 0, "`PORT` on 127.0.0.1 (config llm.port, default 8080)")
 	fl.String("image", "", "llama-server `IMAGE` (config llm.image, default agent/llama-server:cpu)")
 	fl.Duration("start-timeout", 0, "how long to wait for the model to load, e.g. `5m` (config llm.start_timeout, default 5m)")
-	_ = cmd.RegisterFlagCompletionFunc("gpus", cobra.FixedCompletions([]string{"all", "none", "amd", "0", "0,1"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("gpus", cobra.FixedCompletions([]string{"auto", "all", "none", "amd", "0", "0,1"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("model", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		return []cobra.Completion{"gguf"}, cobra.ShellCompDirectiveFilterFileExt
 	})
 	lf := &llmFlags{fs: fl}
-	fl.StringVar(&lf.instance, "instance", "", "run a separately named server (agent-llm-INSTANCE)")
-	_ = fl.MarkHidden("instance")
+	fl.StringVar(&lf.instance, "instance", "", "run a second, separately named server of this state directory (a second model)")
 	fl.StringArrayVar(&lf.labels, "label", nil, "extra container label KEY=VALUE (repeatable)")
 	_ = fl.MarkHidden("label")
 	return lf
 }
 
-// instanceFlag adds the hidden --instance flag to status, down and logs.
+// instanceFlag adds the --instance flag to status, down and logs.
 func instanceFlag(cmd *cobra.Command, p *string) {
-	cmd.Flags().StringVar(p, "instance", "", "the separately named server to address")
-	_ = cmd.Flags().MarkHidden("instance")
+	cmd.Flags().StringVar(p, "instance", "", "the separately named server (llm up --instance NAME) to address")
+}
+
+// llmManager is the server manager of this state directory: the servers it
+// starts, finds and removes are named and labelled after the state
+// directory, so users sharing a Docker engine never touch each other's.
+func llmManager(f *Factory, sink event.Sink) (*llamaserver.Manager, error) {
+	cfg, err := f.Config()
+	if err != nil {
+		return nil, err
+	}
+	c, err := f.Docker()
+	if err != nil {
+		return nil, err
+	}
+	m := llamaserver.New(c, sink)
+	m.Owner = llamaserver.OwnerOf(cfg.StateDir)
+	return m, nil
+}
+
+// managedLLMAddress finds the running managed server's address from its
+// container (the port it really publishes), so a server started with
+// `llm up --port N` is found whatever llm.port says. It returns "" when
+// there is no such server; the caller then falls back to llm.port.
+func managedLLMAddress(f *Factory) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		m, err := llmManager(f, nil)
+		if err != nil {
+			return "", err
+		}
+		return m.Address(ctx, "")
+	}
 }
 
 // options binds the flags and reads the configuration into server options.
@@ -114,8 +144,8 @@ func (lf *llmFlags) options(f *Factory, extra []string) (llamaserver.Options, er
 		}
 	}
 	o := llamaserver.Options{
-		Labels: labels,
-		Model:  model, Image: cfg.LLM.Image, Port: cfg.LLM.Port, Ctx: cfg.LLM.Ctx, Parallel: cfg.LLM.Parallel,
+		Labels: labels, Force: lf.force,
+		Model: model, Image: cfg.LLM.Image, Port: cfg.LLM.Port, Ctx: cfg.LLM.Ctx, Parallel: cfg.LLM.Parallel,
 		GPUs: gpus, ExtraArgs: extra, Instance: lf.instance, StartTimeout: cfg.LLM.StartTimeout,
 	}
 	if err := o.Validate(); err != nil {
@@ -146,14 +176,25 @@ func NewCmdLLMUp(f *Factory, runF func(context.Context, *LLMUpOptions) error) *c
 	opts := &LLMUpOptions{IO: f.IO, Factory: f}
 	var lf *llmFlags
 	cmd := &cobra.Command{
-		Use:   "up --model FILE [--gpus all|none|amd|IDS] [--ctx N] [--parallel N] [--port N] [-- LLAMA_ARGS...]",
+		Use:   "up --model FILE [--gpus auto|all|none|amd|IDS] [--ctx N] [--parallel N] [--port N] [--instance NAME] [--force] [-- LLAMA_ARGS...]",
 		Short: "Start llama-server (or keep the running one) and wait until the model is loaded",
 		Example: `  agent llm up --model ~/models/qwen3-coder.gguf
   agent llm up --model model.gguf --gpus none --ctx 8192 --parallel 2
   agent llm up --model model.gguf -- --flash-attn on`,
 		Long: `Start llama-server in a container and wait until /health says the model is
 loaded. A server already running with the same settings is kept; one with other
-settings is replaced. Arguments after -- are passed to llama-server.`,
+settings is replaced. Arguments after -- are passed to llama-server.
+
+The server belongs to this state directory: its container is named and labelled
+after it, so another user's (or another state directory's) server on the same
+Docker engine is never replaced or removed; --force replaces one that holds the
+requested port. --instance NAME runs a second server of this state directory.
+
+--gpus auto (the default) uses every NVIDIA GPU when the engine has a GPU
+runtime (nvidia-container-toolkit or CDI) and a GPU image is present
+(agent/llama-server:cuda or :vulkan), and the CPU otherwise, saying why.
+--gpus all with an image that has only the CPU backend is refused. After the
+start, the server's log says which devices hold the model: see 'agent llm status'.`,
 		Args: llamaServerArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -167,18 +208,19 @@ settings is replaced. Arguments after -- are passed to llama-server.`,
 		},
 	}
 	lf = addLLMFlags(cmd)
+	cmd.Flags().BoolVar(&lf.force, "force", false, "replace a server of another state directory that holds the port")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as one JSON object")
 	return cmd
 }
 
 func llmUpRun(ctx context.Context, opts *LLMUpOptions) error {
-	c, err := opts.Factory.Docker()
+	r := newProgressRenderer(opts.IO)
+	defer r.stop()
+	m, err := llmManager(opts.Factory, r)
 	if err != nil {
 		return err
 	}
-	r := newProgressRenderer(opts.IO)
-	defer r.stop()
-	res, err := llamaserver.New(c, r).Up(ctx, opts.Server)
+	res, err := m.Up(ctx, opts.Server)
 	r.stop()
 	if err != nil {
 		return err
@@ -209,6 +251,9 @@ func llmUpRun(ctx context.Context, opts *LLMUpOptions) error {
 	fmt.Fprintf(opts.IO.Out, "llama-server %s: %s\n", verb, res.URL)
 	fmt.Fprintf(opts.IO.Out, "  model  %s\n", res.Model)
 	fmt.Fprintf(opts.IO.Out, "  slots  %d x %d tokens (ctx %d), gpus %s\n", res.TotalSlots, res.SlotCtx, res.Ctx, res.GPUs)
+	if line := offloadLine(res.Backend, res.Offload); line != "" {
+		fmt.Fprintf(opts.IO.Out, "  device %s\n", line)
+	}
 	if res.LoadTime > 0 {
 		fmt.Fprintf(opts.IO.Out, "  ready  in %s\n", res.LoadTime.Round(10*time.Millisecond))
 	}
@@ -247,11 +292,11 @@ when the server is ready, 1 when it is absent, stopped or still loading.`,
 }
 
 func llmStatusRun(ctx context.Context, opts *LLMStatusOptions) error {
-	c, err := opts.Factory.Docker()
+	m, err := llmManager(opts.Factory, nil)
 	if err != nil {
 		return err
 	}
-	s, err := llamaserver.New(c, nil).Status(ctx, opts.Instance)
+	s, err := m.Status(ctx, opts.Instance)
 	if err != nil {
 		return err
 	}
@@ -308,6 +353,12 @@ func writeStatus(w io.Writer, s *llamaserver.Status) {
 		gpus += " (" + strings.Join(s.Devices, "; ") + ")"
 	}
 	row("gpus", "%s", termtext.Line(gpus))
+	if s.Backend != "" {
+		row("backend", "%s", termtext.Line(s.Backend))
+	}
+	if line := offloadLine("", s.Offload); line != "" {
+		row("device", "%s", line)
+	}
 	if s.Build != "" {
 		row("build", "%s", termtext.Line(s.Build))
 	}
@@ -335,12 +386,12 @@ func NewCmdLLMDown(f *Factory, runF func(context.Context, *LLMDownOptions) error
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			c, err := f.Docker()
+			m, err := llmManager(f, nil)
 			if err != nil {
 				return err
 			}
-			name := llamaserver.Name(opts.Instance)
-			existed, err := llamaserver.New(c, nil).Down(cmd.Context(), opts.Instance)
+			name := m.Name(opts.Instance)
+			existed, err := m.Down(cmd.Context(), opts.Instance)
 			if err != nil {
 				return err
 			}
@@ -388,7 +439,7 @@ func NewCmdLLMLogs(f *Factory, runF func(context.Context, *LLMLogsOptions) error
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			c, err := f.Docker()
+			m, err := llmManager(f, nil)
 			if err != nil {
 				return err
 			}
@@ -399,7 +450,7 @@ func NewCmdLLMLogs(f *Factory, runF func(context.Context, *LLMLogsOptions) error
 				out = newLineWriter(opts.IO.Out, logLineJSON("stdout"))
 				errOut = newLineWriter(opts.IO.Out, logLineJSON("stderr"))
 			}
-			err = llamaserver.New(c, nil).Logs(cmd.Context(), opts.Instance,
+			err = m.Logs(cmd.Context(), opts.Instance,
 				llamaserver.LogsOptions{Follow: opts.Follow, Tail: opts.Tail}, out, errOut)
 			_ = out.Flush()
 			_ = errOut.Flush()
@@ -515,4 +566,29 @@ type llmStatusJSON struct {
 func newLLMStatusJSON(s *llamaserver.Status) llmStatusJSON {
 	s.Devices, s.Slots = nonNil(s.Devices), nonNil(s.Slots)
 	return llmStatusJSON{Status: s, StartedAt: timePtr(s.StartedAt)}
+}
+
+// offloadLine says in one line where the model runs, from the server's
+// log: "Vulkan0 (llvmpipe ...), 3/3 layers offloaded, 2.1 MiB VRAM". The
+// device names come from the server: they are escaped.
+func offloadLine(backend string, off *llamaserver.Offload) string {
+	if off == nil {
+		return ""
+	}
+	var parts []string
+	if backend != "" {
+		parts = append(parts, backend+" image")
+	}
+	if len(off.Devices) > 0 {
+		parts = append(parts, termtext.Line(strings.Join(off.Devices, "; ")))
+	} else {
+		parts = append(parts, "CPU")
+	}
+	if off.Known {
+		parts = append(parts, fmt.Sprintf("%d/%d layers offloaded", off.Layers, off.TotalLayers))
+	}
+	if off.VRAMMiB > 0 {
+		parts = append(parts, fmt.Sprintf("%.1f MiB VRAM", off.VRAMMiB))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -46,7 +46,7 @@ func TestLLMUpDefaults(t *testing.T) {
 	s := o.Server
 	wd, _ := os.Getwd()
 	if s.Model != filepath.Join(wd, "m.gguf") || s.Image != "agent/llama-server:cpu" || s.Port != 8080 ||
-		s.Ctx != 16384 || s.Parallel != 2 || s.GPUs.String() != "all" || s.StartTimeout != 300*time.Second || s.Instance != "" {
+		s.Ctx != 16384 || s.Parallel != 2 || s.GPUs.String() != "auto" || s.StartTimeout != 300*time.Second || s.Instance != "" {
 		t.Errorf("defaults: %+v", s)
 	}
 }

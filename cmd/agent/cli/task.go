@@ -52,6 +52,7 @@ type TaskOptions struct {
 	Approve            string
 	Run                RunFlags
 	IncludeUncommitted bool
+	GPUs               string // NVIDIA GPUs of the task's sandbox ("" none)
 	JSON               bool
 	Labels             []string
 }
@@ -102,6 +103,7 @@ status 3.`,
 	fl.StringVar(&opts.Approve, "approve", approveAsk, "decision after review: `ask|merge|squash|merge-if-green|squash-if-green|keep|discard`")
 	_ = cmd.RegisterFlagCompletionFunc("approve", completeApprove)
 	fl.BoolVar(&opts.IncludeUncommitted, "include-uncommitted", false, "start from a snapshot of the checkout's uncommitted changes")
+	fl.StringVar(&opts.GPUs, "gpus", "", "give the task's sandbox NVIDIA GPUs for CUDA tests: all, or ids like 0,1 (default: none; shown in the review)")
 	fl.BoolVar(&opts.JSON, "json", false, "stream events as JSON lines on stdout; the last line is the result")
 	opts.Run.add(cmd)
 	fl.StringArrayVar(&opts.Labels, "label", nil, "extra sandbox container label KEY=VALUE (repeatable)")
@@ -220,6 +222,7 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 			SessionStart: cfg.Agent.Hooks.SessionStart, PreTool: cfg.Agent.Hooks.PreTool, PostTool: cfg.Agent.Hooks.PostTool,
 		},
 		LLMPort:         cfg.LLM.Port,
+		LLMAddress:      managedLLMAddress(f),
 		APIKey:          cfg.LLM.APIKey,
 		LLMStallTimeout: cfg.LLM.StallTimeout,
 		LLMReplyTimeout: cfg.LLM.ReplyTimeout,
@@ -271,7 +274,7 @@ func taskRun(ctx context.Context, opts *TaskOptions) (err error) {
 		return err
 	}
 	run, err := o.NewTask(ctx, orchestrator.TaskOptions{
-		Prompt: opts.Prompt, RepoDir: opts.Repo, Base: opts.Base, IncludeUncommitted: opts.IncludeUncommitted,
+		Prompt: opts.Prompt, RepoDir: opts.Repo, Base: opts.Base, IncludeUncommitted: opts.IncludeUncommitted, GPUs: opts.GPUs,
 		LLM: cfg.LLM.URL, Model: cfg.LLM.ServedModel, Image: cfg.Sandbox.Image,
 	})
 	if err != nil {

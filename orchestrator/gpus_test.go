@@ -1,0 +1,46 @@
+package orchestrator
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/localagent/agent/orchestrator/store"
+)
+
+// A task's sandbox gets GPUs only when asked (--gpus all or ids), as the
+// engine's NVIDIA device requests; the review says so.
+func TestTaskSandboxGPUs(t *testing.T) {
+	for in, want := range map[string]string{"": "", "none": "", "all": "all", "0,1": "0,1"} {
+		if got, err := taskGPUs(in); err != nil || got != want {
+			t.Errorf("taskGPUs(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"amd", "auto", "x"} {
+		if _, err := taskGPUs(bad); err == nil {
+			t.Errorf("taskGPUs(%q) accepted", bad)
+		}
+	}
+	o, err := New(Options{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := o.sandboxSpec(&store.Task{ID: "t1", Worktree: "/w"}, "agent-task")
+	if len(spec.DeviceRequests) != 0 {
+		t.Fatalf("a task without --gpus has devices: %+v", spec.DeviceRequests)
+	}
+	spec = o.sandboxSpec(&store.Task{ID: "t1", Worktree: "/w", GPUs: "all"}, "agent-task")
+	if r := spec.DeviceRequests; len(r) != 1 || r[0].Driver != "nvidia" || r[0].Count != -1 || !slices.Equal(r[0].Capabilities[0], []string{"gpu"}) {
+		t.Errorf("--gpus all: %+v", r)
+	}
+	spec = o.sandboxSpec(&store.Task{ID: "t1", Worktree: "/w", GPUs: "1"}, "agent-task")
+	if r := spec.DeviceRequests; len(r) != 1 || !slices.Equal(r[0].DeviceIDs, []string{"1"}) || r[0].Count != 0 {
+		t.Errorf("--gpus 1: %+v", r)
+	}
+}
+
+func TestReviewShowsGPUs(t *testing.T) {
+	if !strings.Contains(gpuWarning("0"), "--gpus 0") {
+		t.Error("the review's GPU warning does not name the GPUs")
+	}
+}
