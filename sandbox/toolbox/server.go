@@ -103,8 +103,10 @@ type Server struct {
 	// other child too.
 	KillOrphans bool
 
-	procMu sync.Mutex
-	shells map[int]struct{} // process ids of the running commands' shells
+	procMu     sync.Mutex
+	shells     map[int]struct{} // process ids of the running commands' shells
+	background map[int]struct{} // process groups of background processes
+	bg         processTable
 }
 
 func (s *Server) root() string {
@@ -121,6 +123,7 @@ func (s *Server) limits() Limits { return s.Limits.withDefaults() }
 var toolNames = []string{
 	ToolReadFile, ToolWriteFile, ToolEditFile, ToolMultiEdit,
 	ToolListDir, ToolGlob, ToolGrep, ToolBash,
+	ToolProcessStart, ToolProcessOutput, ToolProcessStop,
 }
 
 // Handle runs one request and returns its response; it never fails; a bad
@@ -163,6 +166,12 @@ func (s *Server) dispatch(ctx context.Context, req Request) Response {
 		return s.grep(ctx, req.Args)
 	case ToolBash:
 		return s.bash(ctx, req.Args)
+	case ToolProcessStart:
+		return s.processStart(ctx, req.Args)
+	case ToolProcessOutput:
+		return s.processOutput(req.Args)
+	case ToolProcessStop:
+		return s.processStop(req.Args)
 	}
 	if req.Tool == "" {
 		return errorf("request has no tool name; known tools: %s", strings.Join(toolNames, ", "))
