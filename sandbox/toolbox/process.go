@@ -59,9 +59,9 @@ const bgOutputBytes = 1 << 20
 
 // processTable is the session's background processes.
 type processTable struct {
-	mu     sync.Mutex
-	next   int
-	procs  map[string]*bgProc
+	mu    sync.Mutex
+	next  int
+	procs map[string]*bgProc
 	// serving counts the Serve sessions running; processes may start only
 	// while one is, and the last one to end stops them all.
 	serving int
