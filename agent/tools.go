@@ -58,7 +58,7 @@ func (s *toolSpec) readOnly() bool {
 
 // Descriptions are written for small local models: say what the tool does,
 // what the arguments mean, and the one mistake models make most with it.
-var toolSpecs = []toolSpec{
+var toolSpecs = append([]toolSpec{
 	{
 		name: ToolReadFile, kind: kindWorkspaceRead,
 		oneLine: "read a text file (with line numbers)",
@@ -193,7 +193,7 @@ var toolSpecs = []toolSpec{
 				"required":["name","prompt"]}}},
 			"required":["tasks"]}`,
 	},
-}
+}, processToolSpecs...)
 
 // toolCatalog is the compiled form of toolSpecs, built once per process:
 // compiling schemas is far slower than validating against them.
