@@ -99,6 +99,7 @@ func (r *Run) Execute(ctx context.Context) error {
 	astart := time.Now()
 	res, runErr := ag.Run(ctx, prompt)
 	_ = ag.Close()
+	stopBackground(ctx, sb, sink, t.ID)
 	t.Timings.Agent += time.Since(astart).Milliseconds()
 	t.Result = res.Text
 	if runErr != nil {
@@ -432,11 +433,14 @@ func (r *Run) recorder(save func()) (event.Sink, func()) {
 		}
 		switch e.Kind {
 		case event.ToolStarted:
-			if e.Tool == toolbox.ToolBash {
+			if e.Tool == toolbox.ToolBash || e.Tool == toolbox.ToolProcessStart {
 				var a toolbox.BashArgs
 				_ = json.Unmarshal([]byte(e.Args), &a)
 				if a.Command == "" {
 					a.Command = e.Args
+				}
+				if e.Tool == toolbox.ToolProcessStart {
+					a.Command = "[background] " + a.Command
 				}
 				if e.Agent != "" {
 					// A sub-agent's command, marked as such.

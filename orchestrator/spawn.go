@@ -160,6 +160,7 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	}
 	res, runErr := ag.Run(ctx, st.Prompt)
 	_ = ag.Close()
+	stopBackground(ctx, sb, s.sink, t.ID)
 	if runErr != nil {
 		return fail("the sub-agent stopped: %v (its work is kept on branch %s)", runErr, branch)
 	}
