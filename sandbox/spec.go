@@ -74,6 +74,10 @@ type Spec struct {
 	// Shell runs the bash tool's commands (as SHELL -c COMMAND). "" means
 	// /bin/bash when the image has it (models write bash), else /bin/sh.
 	Shell string
+	// History is a host directory holding a bare repository of the task's
+	// history (worktree's ExportHistory), mounted read-only at HistoryPath
+	// for the git tools; "" mounts nothing and those tools say so.
+	History string
 	// EgressDir is the host directory holding the task's egress proxy
 	// socket (egress.Proxy.Dir). "" means no egress at all: the container
 	// has only a loopback interface. When set, the network mode stays none;
@@ -317,6 +321,9 @@ func containerConfig(s Spec, user UserChoice) (*container.Config, *container.Hos
 	}
 	for _, m := range s.Mounts {
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+	}
+	if s.History != "" {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: s.History, Target: toolbox.HistoryPath, ReadOnly: true})
 	}
 	if s.EgressDir != "" {
 		if err := ApplyEgress(cfg, hc, s.EgressDir); err != nil {

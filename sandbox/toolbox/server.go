@@ -102,6 +102,9 @@ type Server struct {
 	// by this Server (the agent-toolbox binary): it kills and reaps any
 	// other child too.
 	KillOrphans bool
+	// History is the task's read-only history repository (git tools);
+	// empty means HistoryPath.
+	History string
 
 	procMu     sync.Mutex
 	shells     map[int]struct{} // process ids of the running commands' shells
@@ -124,6 +127,7 @@ var toolNames = []string{
 	ToolReadFile, ToolWriteFile, ToolEditFile, ToolMultiEdit,
 	ToolListDir, ToolGlob, ToolGrep, ToolBash,
 	ToolProcessStart, ToolProcessOutput, ToolProcessStop,
+	ToolGitDiff, ToolGitLog, ToolGitShow, ToolGitBlame,
 }
 
 // Handle runs one request and returns its response; it never fails; a bad
@@ -172,6 +176,14 @@ func (s *Server) dispatch(ctx context.Context, req Request) Response {
 		return s.processOutput(req.Args)
 	case ToolProcessStop:
 		return s.processStop(req.Args)
+	case ToolGitDiff:
+		return s.gitDiff(ctx, req.Args)
+	case ToolGitLog:
+		return s.gitLog(ctx, req.Args)
+	case ToolGitShow:
+		return s.gitShow(ctx, req.Args)
+	case ToolGitBlame:
+		return s.gitBlame(ctx, req.Args)
 	}
 	if req.Tool == "" {
 		return errorf("request has no tool name; known tools: %s", strings.Join(toolNames, ", "))
