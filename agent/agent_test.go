@@ -41,8 +41,8 @@ func TestRunReadEditBash(t *testing.T) {
 			t.Errorf("system prompt lacks %q", want)
 		}
 	}
-	if n := len(c.requests()[0].Tools); n != 14 {
-		t.Errorf("offered %d tools, want 14", n)
+	if n := len(c.requests()[0].Tools); n != 18 {
+		t.Errorf("offered %d tools, want 18", n)
 	}
 	// The transcript holds every message, in order, and loads back.
 	h, msgs, err := session.Load(res.SessionPath)

@@ -89,6 +89,7 @@ func (r *Run) Execute(ctx context.Context) error {
 		if err := sb.Remove(cctx); err == nil {
 			t.SandboxID = ""
 			save()
+			r.o.dropHistory(t.ID)
 		}
 	}()
 
@@ -150,6 +151,7 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 	}
 	spec := o.sandboxSpec(t, "agent-task-"+t.ID)
 	spec.EgressDir = r.egressDir
+	spec.History, _ = o.exportHistory(ctx, nil, t, t.ID, t.StartCommit, "", sink)
 	sstart := time.Now()
 	// A new worktree is empty: its files are checked out while the
 	// container is created and started, and the toolbox is asked for only

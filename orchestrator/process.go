@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/localagent/agent/agent/event"
@@ -16,7 +17,12 @@ import (
 func stopBackground(ctx context.Context, sb *sandbox.Sandbox, sink event.Sink, taskID string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
-	if err := sb.StopProcesses(cctx); err != nil {
+	n, err := sb.StopProcesses(cctx)
+	switch {
+	case err != nil:
 		sink.Emit(event.Event{Time: time.Now(), Kind: event.Error, Task: taskID, Text: err.Error()})
+	case n > 0:
+		sink.Emit(event.Event{Time: time.Now(), Kind: event.Notice, Task: taskID,
+			Text: fmt.Sprintf("stopped %d background process(es) the agent left running", n)})
 	}
 }

@@ -129,6 +129,9 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	// shares the task's egress proxy, so its connections are decided by the
 	// same policy and logged and counted with the task's.
 	spec.EgressDir = s.r.egressDir
+	var dropHistory func()
+	spec.History, dropHistory = o.exportHistory(ctx, repo, t, id, t.StartCommit, snap, s.sink)
+	defer dropHistory()
 	u, err := sandboxUser(cwt.Path)
 	if err != nil {
 		return fail("%v", err)

@@ -25,6 +25,10 @@ var toolboxArgs = map[string]any{
 	toolbox.ToolProcessStart:  toolbox.ProcessStartArgs{},
 	toolbox.ToolProcessOutput: toolbox.ProcessOutputArgs{},
 	toolbox.ToolProcessStop:   toolbox.ProcessStopArgs{},
+	toolbox.ToolGitDiff:       toolbox.GitDiffArgs{},
+	toolbox.ToolGitLog:        toolbox.GitLogArgs{},
+	toolbox.ToolGitShow:       toolbox.GitShowArgs{},
+	toolbox.ToolGitBlame:      toolbox.GitBlameArgs{},
 }
 
 // toolboxOnly are arguments the toolbox accepts that the model is not

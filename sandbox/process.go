@@ -13,19 +13,22 @@ import (
 // orchestrator calls it when the agent is done, before any host step on the
 // workspace, so that no process it started is still writing there. A
 // sandbox with no session has no background process: that is not an error.
-func (s *Sandbox) StopProcesses(ctx context.Context) error {
+// It returns how many were still running.
+func (s *Sandbox) StopProcesses(ctx context.Context) (int, error) {
 	s.mu.Lock()
 	sess := s.sess
 	s.mu.Unlock()
 	if sess == nil || !sess.alive() {
-		return nil
+		return 0, nil
 	}
 	resp, _, err := sess.call(ctx, toolbox.ToolProcessStop, json.RawMessage(`{"all":true}`))
 	if err != nil {
-		return fmt.Errorf("stopping background processes in sandbox %s: %w", shortID(s.ID), err)
+		return 0, fmt.Errorf("stopping background processes in sandbox %s: %w", shortID(s.ID), err)
 	}
 	if resp.IsError {
-		return fmt.Errorf("stopping background processes in sandbox %s: %s", shortID(s.ID), resp.Output)
+		return 0, fmt.Errorf("stopping background processes in sandbox %s: %s", shortID(s.ID), resp.Output)
 	}
-	return nil
+	var n int
+	_, _ = fmt.Sscanf(resp.Output, "stopped %d ", &n)
+	return n, nil
 }

@@ -77,8 +77,8 @@ func TestBackgroundHTTPServer(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := sb.StopProcesses(ctx); err != nil {
-		t.Fatal(err)
+	if n, err := sb.StopProcesses(ctx); err != nil || n != 1 {
+		t.Fatalf("StopProcesses = %d, %v; want 1 stopped", n, err)
 	}
 	if ps := sh(t, sb, serverProcs).Output; strings.Contains(ps, "perl") {
 		t.Errorf("server still running after StopProcesses:\n%s", ps)
