@@ -83,6 +83,9 @@ type Options struct {
 	// model request) before the first request of the next Run: the user
 	// asked for it. The transcript keeps everything.
 	CompactFirst bool
+	// Memory, when set, is read into the system prompt and offers the
+	// remember tool.
+	Memory Memory
 }
 
 // StopReason says why a Run ended.
@@ -157,6 +160,7 @@ type Agent struct {
 	hookOut      string
 	projInstr    string
 	projFile     string
+	memNotes     string
 	tokens       tokenCounter
 	toolsTok     int // estimated tokens of the tools parameter
 	nextID       int // for call ids the server did not give
@@ -217,6 +221,7 @@ func New(opts Options) (*Agent, error) {
 	prefix := a.header.ID + "-"
 	a.runner = newToolRunner(opts.Workspace, newArtifactStore(opts.ArtifactDir, prefix), opts.Spawner)
 	a.runner.hooks = opts.Hooks
+	a.runner.memory = opts.Memory
 	a.runner.todos = lastTodos(a.history)
 	a.runner.hookSink = a.hookEvent
 	names := a.runner.names()

@@ -101,8 +101,8 @@ func TestBadModelInput(t *testing.T) {
 		t.Errorf("records = %+v", res.ToolCalls)
 	}
 	// Only the valid (double-encoded) call reached the workspace, after
-	// the three probes for project instructions.
-	if got := ws.calls(); len(got) != 4 {
+	// the four probes for project instructions.
+	if got := ws.calls(); len(got) != 5 {
 		t.Errorf("workspace calls = %q", got)
 	}
 }

@@ -20,7 +20,7 @@ var promptText string
 var promptTmpl = template.Must(template.New("system").Parse(promptText))
 
 // instructionFiles are read from the workspace root, first found wins.
-var instructionFiles = []string{"AGENTS.md", "AGENT.md", "CLAUDE.md"}
+var instructionFiles = []string{"AGENTS.md", "AGENT.md", "CLAUDE.md", ".agent/instructions.md"}
 
 // instructionsMax caps project instructions: a huge file must not crowd out
 // the conversation in a small context window.
@@ -38,6 +38,7 @@ type promptData struct {
 	HookOutput       string
 	Instructions     string
 	InstructionsFile string
+	Memory           string
 }
 
 // numberedLine matches read_file's line-number prefix ("   12\t" or "12: "
@@ -103,6 +104,7 @@ func (a *Agent) systemPrompt() string {
 		HookOutput:       strings.TrimSpace(a.hookOut),
 		Instructions:     a.projInstr,
 		InstructionsFile: a.projFile,
+		Memory:           a.memNotes,
 	}
 	defs := a.toolDefs()
 	for _, n := range a.runner.names() {

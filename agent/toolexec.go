@@ -41,6 +41,7 @@ type toolRunner struct {
 	spawner   Spawner
 	hooks     Hooks
 	hookSink  func(hook string, res ToolResult) // reports hook runs; may be nil
+	memory    Memory                            // nil: remember is not offered
 
 	mu    sync.Mutex
 	todos []todoItem
@@ -66,6 +67,8 @@ func (r *toolRunner) offered(name string) bool {
 		return r.spawner != nil
 	case ToolReadArtifact:
 		return r.artifacts != nil
+	case ToolRemember:
+		return r.memory != nil
 	}
 	return true
 }
@@ -224,6 +227,11 @@ func (r *toolRunner) local(ctx context.Context, name string, args []byte) (ToolR
 		return ToolResult{Output: out, IsError: !ok}, nil
 	case ToolSpawnAgents:
 		return r.spawn(ctx, args)
+	case ToolRemember:
+		if r.memory == nil {
+			break
+		}
+		return r.remember(ctx, args)
 	}
 	return errResult("unknown tool %q", name), nil
 }

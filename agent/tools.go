@@ -193,7 +193,7 @@ var toolSpecs = append([]toolSpec{
 				"required":["name","prompt"]}}},
 			"required":["tasks"]}`,
 	},
-}, append(processToolSpecs, gitToolSpecs...)...)
+}, append(append(processToolSpecs, gitToolSpecs...), rememberSpec)...)
 
 // toolCatalog is the compiled form of toolSpecs, built once per process:
 // compiling schemas is far slower than validating against them.

@@ -276,6 +276,7 @@ func (r *Run) agentOptions(sb *sandbox.Sandbox, sink event.Sink) agent.Options {
 		ToolMode:      o.opts.ToolMode,
 		Sink:          sink,
 		Task:          r.Task.ID,
+		Memory:        o.memoryFor(r.Task),
 	}
 }
 

@@ -106,6 +106,7 @@ review. It never touches your checkout without your consent.
 		NewCmdCompose(f),
 		NewCmdBench(f),
 		NewCmdEnv(f),
+		NewCmdMemory(f, nil),
 	)
 	root.AddCommand(taskCommands(f)...)
 	// Unknown sub-commands and wrong argument counts are usage errors.
