@@ -86,6 +86,9 @@ type Options struct {
 	// Memory, when set, is read into the system prompt and offers the
 	// remember tool.
 	Memory Memory
+	// AllowedTools, when set, are the only tools offered (names or
+	// patterns like "git_*"; see AgentType).
+	AllowedTools []string
 }
 
 // StopReason says why a Run ended.
@@ -222,6 +225,7 @@ func New(opts Options) (*Agent, error) {
 	a.runner = newToolRunner(opts.Workspace, newArtifactStore(opts.ArtifactDir, prefix), opts.Spawner)
 	a.runner.hooks = opts.Hooks
 	a.runner.memory = opts.Memory
+	a.runner.allow = opts.AllowedTools
 	a.runner.todos = lastTodos(a.history)
 	a.runner.hookSink = a.hookEvent
 	names := a.runner.names()

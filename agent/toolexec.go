@@ -42,6 +42,7 @@ type toolRunner struct {
 	hooks     Hooks
 	hookSink  func(hook string, res ToolResult) // reports hook runs; may be nil
 	memory    Memory                            // nil: remember is not offered
+	allow     []string                          // tool patterns offered; nil: all
 
 	mu    sync.Mutex
 	todos []todoItem
@@ -60,6 +61,9 @@ func newToolRunner(ws Workspace, arts *artifactStore, sp Spawner) *toolRunner {
 // needs a Spawner, read_artifact an artifact directory.
 func (r *toolRunner) offered(name string) bool {
 	if _, ok := r.cat.specs[name]; !ok {
+		return false
+	}
+	if !allowed(r.allow, name) {
 		return false
 	}
 	switch name {
@@ -123,6 +127,9 @@ func normalizeArgs(args []byte) []byte {
 // renamed to ours.
 func (r *toolRunner) checkCall(name string, args []byte) ([]byte, error) {
 	if !r.offered(name) {
+		if _, known := r.cat.specs[name]; known && !allowed(r.allow, name) {
+			return nil, fmt.Errorf("%s is not available to this agent (its type does not allow it). Available tools: %s", name, strings.Join(r.names(), ", "))
+		}
 		return nil, fmt.Errorf("unknown tool %q. Available tools: %s", name, strings.Join(r.names(), ", "))
 	}
 	args = canonicalArgs(name, normalizeArgs(args))

@@ -189,7 +189,8 @@ var toolSpecs = append([]toolSpec{
 		schema: `{"type":"object","properties":{
 			"tasks":{"type":"array","minItems":1,"maxItems":8,"items":{"type":"object","properties":{
 				"name":{"type":"string","minLength":1,"pattern":"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$"},
-				"prompt":{"type":"string","minLength":1}},
+				"prompt":{"type":"string","minLength":1},
+				"type":{"type":"string","description":"explore (read-only search, 15 turns), plan (read-only, writes a plan, 10), code (reads, writes, runs commands, 30; the default), verify (runs tests; its changes are discarded, 20), or a configured type."}},
 				"required":["name","prompt"]}}},
 			"required":["tasks"]}`,
 	},

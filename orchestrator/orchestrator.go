@@ -56,6 +56,9 @@ type Options struct {
 	// Environment configures project environments (toolchain images and
 	// dependency caches).
 	Environment EnvironmentOptions
+	// AgentTypes are configured sub-agent types, added to (or replacing)
+	// agent.BuiltinAgentTypes.
+	AgentTypes map[string]agent.AgentType
 }
 
 // Orchestrator runs and manages tasks of one state directory.

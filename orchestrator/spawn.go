@@ -94,7 +94,11 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 		s.event(st.Name, "failed", msg)
 		return agent.SubResult{Name: st.Name, Summary: msg, IsError: true}
 	}
-	s.event(st.Name, "started", st.Prompt)
+	typeName, typ, err := o.agentType(st.Type)
+	if err != nil {
+		return fail("%v", err)
+	}
+	s.event(st.Name, "started", "("+typeName+") "+st.Prompt)
 	id := t.ID + "-" + round + "-" + st.Name
 	branch := t.Branch + "-sub-" + round + "-" + st.Name
 	// The sub-agent's sandbox belongs to the task (its label) but works on
@@ -129,6 +133,7 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	// shares the task's egress proxy, so its connections are decided by the
 	// same policy and logged and counted with the task's.
 	spec.EgressDir = s.r.egressDir
+	spec.WorkspaceReadOnly = typ.ReadOnly
 	var dropHistory func()
 	spec.History, dropHistory = o.exportHistory(ctx, repo, t, id, t.StartCommit, snap, s.sink)
 	defer dropHistory()
@@ -154,6 +159,10 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 
 	opts := s.r.agentOptions(sb, s.sink)
 	opts.Name = st.Name
+	opts.AllowedTools = typ.Tools
+	if typ.MaxTurns > 0 {
+		opts.MaxIterations = typ.MaxTurns
+	}
 	opts.SessionPath = filepath.Join(filepath.Dir(t.Session), id+".jsonl")
 	opts.ArtifactDir = o.artifactDir(id)
 	opts.Env = agent.Environment{Offline: s.r.egressDir == "", Branch: branch, BaseCommit: snap}
@@ -166,6 +175,16 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	stopBackground(ctx, sb, s.sink, t.ID)
 	if runErr != nil {
 		return fail("the sub-agent stopped: %v (its work is kept on branch %s)", runErr, branch)
+	}
+	if budget := stopNote(res); budget != "" {
+		res.Text = strings.TrimSpace(res.Text + "\n" + budget)
+	}
+	if typ.ReadOnly || typ.NoMerge {
+		// Nothing of a read-only or verifying sub-agent is merged back:
+		// it reports, it does not change the parent's files.
+		keepBranch = false
+		s.event(st.Name, "done", "("+typeName+") changes, if any, discarded")
+		return agent.SubResult{Name: st.Name, Summary: strings.TrimSpace(res.Text)}
 	}
 	tip, err := repo.CommitAll(ctx, cwt, CommitMessage(&store.Task{ID: t.ID, Prompt: st.Prompt, Model: t.Model}, res.Text))
 	if err != nil {

@@ -74,6 +74,9 @@ type Spec struct {
 	// Shell runs the bash tool's commands (as SHELL -c COMMAND). "" means
 	// /bin/bash when the image has it (models write bash), else /bin/sh.
 	Shell string
+	// WorkspaceReadOnly mounts the workspace read-only (read-only
+	// sub-agents): nothing in the sandbox can change the files.
+	WorkspaceReadOnly bool
 	// History is a host directory holding a bare repository of the task's
 	// history (worktree's ExportHistory), mounted read-only at HistoryPath
 	// for the git tools; "" mounts nothing and those tools say so.
@@ -314,7 +317,7 @@ func containerConfig(s Spec, user UserChoice) (*container.Config, *container.Hos
 		Runtime:      s.Runtime,
 		// Only the workspace and the toolbox binary come from the host.
 		Mounts: []mount.Mount{
-			{Type: mount.TypeBind, Source: s.Workspace, Target: toolbox.WorkspaceRoot},
+			{Type: mount.TypeBind, Source: s.Workspace, Target: toolbox.WorkspaceRoot, ReadOnly: s.WorkspaceReadOnly},
 			{Type: mount.TypeBind, Source: s.Toolbox, Target: ToolboxPath, ReadOnly: true},
 		},
 		LogConfig: container.LogConfig{Type: "none"},

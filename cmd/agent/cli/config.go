@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"github.com/localagent/agent/agent"
 )
 
 // Config is the whole typed configuration. Precedence, highest first:
@@ -79,6 +81,10 @@ type AgentConfig struct {
 	// its own worktree and sandbox, as many at once as the server has slots).
 	SubAgents bool        `mapstructure:"sub_agents"`
 	Hooks     HooksConfig `mapstructure:"hooks"`
+	// Types are custom sub-agent types for spawn_agents (tools as names or
+	// patterns, max_turns, read_only, no_merge), added to explore, plan,
+	// code and verify.
+	Types map[string]agent.AgentType `mapstructure:"types"`
 }
 
 // HooksConfig lists shell commands run inside the sandbox at points of the

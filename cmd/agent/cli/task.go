@@ -209,11 +209,12 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 		Hooks: agent.Hooks{
 			SessionStart: cfg.Agent.Hooks.SessionStart, PreTool: cfg.Agent.Hooks.PreTool, PostTool: cfg.Agent.Hooks.PostTool,
 		},
-		LLMPort:   cfg.LLM.Port,
-		APIKey:    cfg.LLM.APIKey,
-		SubAgents: cfg.Agent.SubAgents,
-		Egress:    egress,
-		ToolMode:  agent.ToolMode(cfg.Agent.ToolMode),
+		LLMPort:    cfg.LLM.Port,
+		APIKey:     cfg.LLM.APIKey,
+		SubAgents:  cfg.Agent.SubAgents,
+		AgentTypes: cfg.Agent.Types,
+		Egress:     egress,
+		ToolMode:   agent.ToolMode(cfg.Agent.ToolMode),
 	})
 	if err != nil {
 		return nil, nil, err
