@@ -89,6 +89,12 @@ type Options struct {
 	// AllowedTools, when set, are the only tools offered (names or
 	// patterns like "git_*"; see AgentType).
 	AllowedTools []string
+	// User is the person who can be asked (ask_user, present_plan); nil
+	// when there is no terminal.
+	User User
+	// PlanMode allows only reading tools until the user approves a plan
+	// presented with present_plan.
+	PlanMode bool
 }
 
 // StopReason says why a Run ended.
@@ -226,11 +232,21 @@ func New(opts Options) (*Agent, error) {
 	a.runner.hooks = opts.Hooks
 	a.runner.memory = opts.Memory
 	a.runner.allow = opts.AllowedTools
+	a.runner.user = opts.User
+	a.runner.planMode = opts.PlanMode
 	a.runner.todos = lastTodos(a.history)
 	a.runner.hookSink = a.hookEvent
 	names := a.runner.names()
 	cat := mustCatalog()
-	a.lean = estimateTools(cat.wire, names)+len(promptText)/charsPerToken > opts.ContextTokens*leanPct/100
+	// The tool definitions must leave most of the window to the work: in a
+	// smaller window the optional tools are left out first, then the core
+	// tools get their short descriptions.
+	budget := opts.ContextTokens * leanPct / 100
+	if estimateTools(cat.wire, names)+len(promptText)/charsPerToken > budget {
+		a.runner.coreOnly = true
+		names = a.runner.names()
+		a.lean = estimateTools(cat.wire, names)+len(promptText)/charsPerToken > budget
+	}
 	a.toolsTok = estimateTools(a.toolDefs(), names)
 	a.parser = toolparse.New(append(names, aliasNames()...)...)
 	// Only our own names hint at an action: aliases like "run(" are common

@@ -39,6 +39,7 @@ type promptData struct {
 	Instructions     string
 	InstructionsFile string
 	Memory           string
+	PlanMode         bool
 }
 
 // numberedLine matches read_file's line-number prefix ("   12\t" or "12: "
@@ -105,6 +106,7 @@ func (a *Agent) systemPrompt() string {
 		Instructions:     a.projInstr,
 		InstructionsFile: a.projFile,
 		Memory:           a.memNotes,
+		PlanMode:         a.opts.PlanMode,
 	}
 	defs := a.toolDefs()
 	for _, n := range a.runner.names() {

@@ -43,9 +43,13 @@ type toolRunner struct {
 	hookSink  func(hook string, res ToolResult) // reports hook runs; may be nil
 	memory    Memory                            // nil: remember is not offered
 	allow     []string                          // tool patterns offered; nil: all
+	user      User                              // nil: nobody to ask
+	planMode  bool                              // writes wait for an approved plan
+	coreOnly  bool                              // small window: optional tools are not offered
 
-	mu    sync.Mutex
-	todos []todoItem
+	mu           sync.Mutex
+	todos        []todoItem
+	planApproved bool
 }
 
 type todoItem struct {
@@ -66,6 +70,9 @@ func (r *toolRunner) offered(name string) bool {
 	if !allowed(r.allow, name) {
 		return false
 	}
+	if r.coreOnly && optionalTools[name] && !(r.planMode && name == ToolPresentPlan) {
+		return false
+	}
 	switch name {
 	case ToolSpawnAgents:
 		return r.spawner != nil
@@ -73,6 +80,8 @@ func (r *toolRunner) offered(name string) bool {
 		return r.artifacts != nil
 	case ToolRemember:
 		return r.memory != nil
+	case ToolPresentPlan:
+		return r.planMode
 	}
 	return true
 }
@@ -174,6 +183,9 @@ func (r *toolRunner) dispatch(ctx context.Context, name string, rawArgs []byte) 
 	if err != nil {
 		return errResult("%s: %v", name, err), nil
 	}
+	if why := r.planGate(name); why != "" {
+		return errResult("%s", why), nil
+	}
 	spec := r.cat.specs[name]
 	hooked := spec.kind == kindWorkspaceWrite || spec.kind == kindWorkspaceRead || name == ToolSpawnAgents
 	if hooked && len(r.hooks.PreTool) > 0 {
@@ -239,6 +251,10 @@ func (r *toolRunner) local(ctx context.Context, name string, args []byte) (ToolR
 			break
 		}
 		return r.remember(ctx, args)
+	case ToolAskUser:
+		return r.askUser(ctx, args)
+	case ToolPresentPlan:
+		return r.presentPlan(ctx, args)
 	}
 	return errResult("unknown tool %q", name), nil
 }

@@ -194,7 +194,7 @@ var toolSpecs = append([]toolSpec{
 				"required":["name","prompt"]}}},
 			"required":["tasks"]}`,
 	},
-}, append(append(processToolSpecs, gitToolSpecs...), rememberSpec)...)
+}, append(append(append(processToolSpecs, gitToolSpecs...), rememberSpec), userToolSpecs...)...)
 
 // toolCatalog is the compiled form of toolSpecs, built once per process:
 // compiling schemas is far slower than validating against them.
