@@ -277,6 +277,8 @@ func (r *Run) agentOptions(sb *sandbox.Sandbox, sink event.Sink) agent.Options {
 		Sink:          sink,
 		Task:          r.Task.ID,
 		Memory:        o.memoryFor(r.Task),
+		User:          o.opts.User,
+		PlanMode:      r.Plan,
 	}
 }
 
@@ -451,10 +453,16 @@ func (r *Run) recorder(save func()) (event.Sink, func()) {
 				}
 				pending[e.Agent+"\x00"+e.CallID] = a.Command
 			}
+			if e.Tool == agent.ToolAskUser {
+				pending[e.Agent+"\x00"+e.CallID] = askPrefix + askQuestion(e.Args)
+			}
 		case event.ToolFinished:
 			key := e.Agent + "\x00" + e.CallID
 			if cmd, ok := pending[key]; ok {
 				delete(pending, key)
+				if cmd, ok = askRecord(cmd, e.Text); !ok {
+					break
+				}
 				if len(t.Commands) < store.MaxCommands {
 					t.Commands = append(t.Commands, store.Command{
 						Command: cmd, ExitCode: e.ExitCode, TimedOut: e.TimedOut, OOMKilled: e.OOMKill,

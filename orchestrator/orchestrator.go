@@ -59,6 +59,9 @@ type Options struct {
 	// AgentTypes are configured sub-agent types, added to (or replacing)
 	// agent.BuiltinAgentTypes.
 	AgentTypes map[string]agent.AgentType
+	// User is the person at the terminal for ask_user and plan approval;
+	// nil when there is none (ask_user then says so).
+	User agent.User
 }
 
 // Orchestrator runs and manages tasks of one state directory.

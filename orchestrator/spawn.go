@@ -160,6 +160,8 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	opts := s.r.agentOptions(sb, s.sink)
 	opts.Name = st.Name
 	opts.AllowedTools = typ.Tools
+	// Sub-agents run side by side: they neither ask the user nor plan.
+	opts.User, opts.PlanMode = nil, false
 	if typ.MaxTurns > 0 {
 		opts.MaxIterations = typ.MaxTurns
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"sync"
 
 	"golang.org/x/term"
 )
@@ -17,6 +18,9 @@ type IOStreams struct {
 
 	// InTTY, OutTTY and ErrTTY say whether each stream is a terminal.
 	InTTY, OutTTY, ErrTTY bool
+
+	pumpMu sync.Mutex
+	pump   *keyPump // shares a non-file In between forms (keypump.go)
 }
 
 // System returns the process's own streams.

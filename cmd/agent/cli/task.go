@@ -51,6 +51,9 @@ type TaskOptions struct {
 	IncludeUncommitted bool
 	JSON               bool
 	Labels             []string
+	// Plan starts in plan mode: only reading tools until the user
+	// approves the agent's plan in a form.
+	Plan bool
 }
 
 // NewCmdTask builds `agent task`.
@@ -99,6 +102,7 @@ status 3.`,
 	fl.StringVar(&opts.Approve, "approve", approveAsk, "decision after review: ask, merge, squash, merge-if-green, squash-if-green, keep or discard")
 	fl.BoolVar(&opts.IncludeUncommitted, "include-uncommitted", false, "start from a snapshot of the checkout's uncommitted changes")
 	fl.BoolVar(&opts.JSON, "json", false, "stream events as JSON lines on stdout; the last line is the result")
+	fl.BoolVar(&opts.Plan, "plan", false, "plan mode: the agent may only read until you approve its plan (needs a terminal)")
 	opts.Run.add(cmd)
 	fl.StringArrayVar(&opts.Labels, "label", nil, "extra sandbox container label KEY=VALUE (repeatable)")
 	_ = fl.MarkHidden("label")
@@ -232,6 +236,9 @@ func taskRun(ctx context.Context, opts *TaskOptions) error {
 	if approve == approveAsk && (opts.JSON || !opts.IO.CanPrompt()) {
 		return errNeedApprove("agent task")
 	}
+	if opts.Plan && (opts.JSON || !opts.IO.CanPrompt()) {
+		return UsageErrorf("agent task --plan shows the plan in a form for approval, but stdin/stdout is not a terminal")
+	}
 	labels, err := parseLabelFlags(opts.Labels)
 	if err != nil {
 		return err
@@ -251,6 +258,7 @@ func taskRun(ctx context.Context, opts *TaskOptions) error {
 		return err
 	}
 	defer run.Close()
+	run.Plan = opts.Plan
 	if strings.HasPrefix(cfg.LLM.URL, orchestrator.ScriptPrefix) {
 		r.Emit(event.Event{Kind: event.Notice, Task: run.Task.ID,
 			Text: "using a SCRIPTED model (" + cfg.LLM.URL + "): its replies are canned, not a real model's"})
@@ -267,8 +275,16 @@ func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orche
 	if jsonOut {
 		human = ios.ErrOut
 	}
+	if ios.CanPrompt() && !jsonOut {
+		// ask_user and plan approval answer in forms; without a terminal
+		// the agent is told that no user is available.
+		o.SetUser(&formUser{ios: ios, r: r})
+	}
 	for {
-		if err := run.Execute(ctx); err != nil {
+		err := run.Execute(ctx)
+		// A plan is approved once; a follow-up round works normally.
+		run.Plan = false
+		if err != nil {
 			r.Close()
 			if errors.Is(err, orchestrator.ErrInterrupted) {
 				fmt.Fprintf(ios.ErrOut, "agent: task %s interrupted; its worktree keeps every change: `agent resume %s` continues it\n", t.ID, t.ID)
