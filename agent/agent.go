@@ -170,6 +170,7 @@ type Agent struct {
 	projInstr    string
 	projFile     string
 	memNotes     string
+	mcpConns     []*mcpServerConn
 	tokens       tokenCounter
 	toolsTok     int // estimated tokens of the tools parameter
 	nextID       int // for call ids the server did not give
@@ -247,12 +248,19 @@ func New(opts Options) (*Agent, error) {
 		names = a.runner.names()
 		a.lean = estimateTools(cat.wire, names)+len(promptText)/charsPerToken > budget
 	}
+	a.refreshTools()
+	return a, nil
+}
+
+// refreshTools recomputes what depends on the offered tools (after MCP
+// servers added theirs).
+func (a *Agent) refreshTools() {
+	names := a.runner.names()
 	a.toolsTok = estimateTools(a.toolDefs(), names)
 	a.parser = toolparse.New(append(names, aliasNames()...)...)
 	// Only our own names hint at an action: aliases like "run(" are common
 	// words in a final summary.
 	a.actionParser = toolparse.New(names...)
-	return a, nil
 }
 
 // openSession creates or reopens the transcript.
@@ -319,6 +327,7 @@ func lastTodos(h []llm.Message) []todoItem {
 
 // Close closes the transcript.
 func (a *Agent) Close() error {
+	a.closeMCP()
 	if a.sess == nil {
 		return nil
 	}

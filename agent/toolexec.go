@@ -46,6 +46,7 @@ type toolRunner struct {
 	user      User                              // nil: nobody to ask
 	planMode  bool                              // writes wait for an approved plan
 	coreOnly  bool                              // small window: optional tools are not offered
+	mcp       map[string]*mcpTool               // MCP servers' tools by offered name
 
 	mu           sync.Mutex
 	todos        []todoItem
@@ -64,6 +65,9 @@ func newToolRunner(ws Workspace, arts *artifactStore, sp Spawner) *toolRunner {
 // offered reports whether name is a tool this runner offers: spawn_agents
 // needs a Spawner, read_artifact an artifact directory.
 func (r *toolRunner) offered(name string) bool {
+	if _, ok := r.mcp[name]; ok {
+		return allowed(r.allow, name)
+	}
 	if _, ok := r.cat.specs[name]; !ok {
 		return false
 	}
@@ -95,12 +99,16 @@ func (r *toolRunner) names() []string {
 			names = append(names, s.name)
 		}
 	}
+	names = append(names, r.mcpNames()...)
 	return names
 }
 
 // readOnly reports whether a call may run concurrently with its neighbours.
 // Unknown tools count as read-only: they only produce an error result.
 func (r *toolRunner) readOnly(name string) bool {
+	if _, ok := r.mcp[name]; ok {
+		return false // a server's tool may change anything
+	}
 	spec, ok := r.cat.specs[name]
 	return !ok || spec.readOnly()
 }
@@ -140,6 +148,9 @@ func (r *toolRunner) checkCall(name string, args []byte) ([]byte, error) {
 			return nil, fmt.Errorf("%s is not available to this agent (its type does not allow it). Available tools: %s", name, strings.Join(r.names(), ", "))
 		}
 		return nil, fmt.Errorf("unknown tool %q. Available tools: %s", name, strings.Join(r.names(), ", "))
+	}
+	if _, ok := r.mcp[name]; ok {
+		return normalizeArgs(args), nil // the server checks its own arguments
 	}
 	args = canonicalArgs(name, normalizeArgs(args))
 	if _, err := r.cat.validate(name, args); err != nil {
@@ -185,6 +196,9 @@ func (r *toolRunner) dispatch(ctx context.Context, name string, rawArgs []byte) 
 	}
 	if why := r.planGate(name); why != "" {
 		return errResult("%s", why), nil
+	}
+	if t, ok := r.mcp[name]; ok {
+		return r.callMCP(ctx, t, args)
 	}
 	spec := r.cat.specs[name]
 	hooked := spec.kind == kindWorkspaceWrite || spec.kind == kindWorkspaceRead || name == ToolSpawnAgents

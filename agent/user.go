@@ -74,7 +74,9 @@ func (r *toolRunner) planGate(name string) string {
 		return ""
 	}
 	spec := r.cat.specs[name]
-	if spec == nil || spec.readOnly() || name == ToolTodoWrite || name == ToolPresentPlan || name == ToolAskUser {
+	if _, isMCP := r.mcp[name]; isMCP {
+		spec = nil
+	} else if spec == nil || spec.readOnly() || name == ToolTodoWrite || name == ToolPresentPlan || name == ToolAskUser {
 		return ""
 	}
 	return fmt.Sprintf("%s is not allowed yet: this task is in plan mode. Read and search the code, then present your plan "+

@@ -97,6 +97,7 @@ func (r *Run) Execute(ctx context.Context) error {
 	if err != nil {
 		return r.stop(ctx, err)
 	}
+	ag.ConnectMCP(ctx, o.mcpServers(sb))
 	astart := time.Now()
 	res, runErr := ag.Run(ctx, prompt)
 	_ = ag.Close()

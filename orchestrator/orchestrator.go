@@ -62,6 +62,9 @@ type Options struct {
 	// User is the person at the terminal for ask_user and plan approval;
 	// nil when there is none (ask_user then says so).
 	User agent.User
+	// MCPServers are started inside each task's sandbox; their tools are
+	// offered as mcp__<server>__<tool>.
+	MCPServers map[string]MCPServerConfig
 }
 
 // Orchestrator runs and manages tasks of one state directory.

@@ -13,8 +13,18 @@ import (
 // orchestrator calls it when the agent is done, before any host step on the
 // workspace, so that no process it started is still writing there. A
 // sandbox with no session has no background process: that is not an error.
-// It returns how many were still running.
+// It returns how many were still running. Stdio commands (StartStdio) are
+// stopped too.
 func (s *Sandbox) StopProcesses(ctx context.Context) (int, error) {
+	m, err := s.stopStdio(ctx)
+	if err != nil {
+		return m, err
+	}
+	n, err := s.stopBackground(ctx)
+	return m + n, err
+}
+
+func (s *Sandbox) stopBackground(ctx context.Context) (int, error) {
 	s.mu.Lock()
 	sess := s.sess
 	s.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/localagent/agent/agent"
+	"github.com/localagent/agent/orchestrator"
 )
 
 // Config is the whole typed configuration. Precedence, highest first:
@@ -28,10 +29,16 @@ type Config struct {
 	Agent    AgentConfig   `mapstructure:"agent"`
 	Images   ImagesConfig  `mapstructure:"images"`
 	Env      EnvConfig     `mapstructure:"env"`
+	MCP      MCPConfig     `mapstructure:"mcp"`
 
 	// Warnings are problems found while loading that did not stop it (keys
 	// a project config may not set).
 	Warnings []string `mapstructure:"-"`
+}
+
+// MCPConfig declares MCP servers, each run inside the task's sandbox.
+type MCPConfig struct {
+	Servers map[string]orchestrator.MCPServerConfig `mapstructure:"servers"`
 }
 
 // SandboxConfig configures the workspace containers.

@@ -217,6 +217,7 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 		APIKey:     cfg.LLM.APIKey,
 		SubAgents:  cfg.Agent.SubAgents,
 		AgentTypes: cfg.Agent.Types,
+		MCPServers: cfg.MCP.Servers,
 		Egress:     egress,
 		ToolMode:   agent.ToolMode(cfg.Agent.ToolMode),
 	})
