@@ -235,6 +235,7 @@ func New(opts Options) (*Agent, error) {
 	a.runner.allow = opts.AllowedTools
 	a.runner.user = opts.User
 	a.runner.planMode = opts.PlanMode
+	a.runner.online = !opts.Env.Offline
 	a.runner.todos = lastTodos(a.history)
 	a.runner.hookSink = a.hookEvent
 	names := a.runner.names()

@@ -47,6 +47,7 @@ type toolRunner struct {
 	planMode  bool                              // writes wait for an approved plan
 	coreOnly  bool                              // small window: optional tools are not offered
 	mcp       map[string]*mcpTool               // MCP servers' tools by offered name
+	online    bool                              // the task has egress: web_fetch is offered
 
 	mu           sync.Mutex
 	todos        []todoItem
@@ -86,6 +87,8 @@ func (r *toolRunner) offered(name string) bool {
 		return r.memory != nil
 	case ToolPresentPlan:
 		return r.planMode
+	case ToolWebFetch:
+		return r.online
 	}
 	return true
 }

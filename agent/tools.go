@@ -194,7 +194,7 @@ var toolSpecs = append([]toolSpec{
 				"required":["name","prompt"]}}},
 			"required":["tasks"]}`,
 	},
-}, append(append(append(processToolSpecs, gitToolSpecs...), rememberSpec), userToolSpecs...)...)
+}, append(append(append(append(processToolSpecs, gitToolSpecs...), rememberSpec), userToolSpecs...), webToolSpecs...)...)
 
 // toolCatalog is the compiled form of toolSpecs, built once per process:
 // compiling schemas is far slower than validating against them.

@@ -149,5 +149,5 @@ func (r *toolRunner) askUser(ctx context.Context, args []byte) (ToolResult, erro
 var optionalTools = map[string]bool{
 	"process_start": true, "process_output": true, "process_stop": true,
 	"git_diff": true, "git_log": true, "git_show": true, "git_blame": true,
-	ToolAskUser: true, ToolRemember: true,
+	ToolAskUser: true, ToolRemember: true, ToolWebFetch: true,
 }

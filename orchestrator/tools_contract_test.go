@@ -29,6 +29,7 @@ var toolboxArgs = map[string]any{
 	toolbox.ToolGitLog:        toolbox.GitLogArgs{},
 	toolbox.ToolGitShow:       toolbox.GitShowArgs{},
 	toolbox.ToolGitBlame:      toolbox.GitBlameArgs{},
+	toolbox.ToolWebFetch:      toolbox.WebFetchArgs{},
 }
 
 // toolboxOnly are arguments the toolbox accepts that the model is not

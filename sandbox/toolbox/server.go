@@ -105,6 +105,9 @@ type Server struct {
 	// History is the task's read-only history repository (git tools);
 	// empty means HistoryPath.
 	History string
+	// WebProxy is the proxy web_fetch uses; empty means the sandbox's
+	// proxy environment (none: no network).
+	WebProxy string
 
 	procMu     sync.Mutex
 	shells     map[int]struct{} // process ids of the running commands' shells
@@ -127,7 +130,7 @@ var toolNames = []string{
 	ToolReadFile, ToolWriteFile, ToolEditFile, ToolMultiEdit,
 	ToolListDir, ToolGlob, ToolGrep, ToolBash,
 	ToolProcessStart, ToolProcessOutput, ToolProcessStop,
-	ToolGitDiff, ToolGitLog, ToolGitShow, ToolGitBlame,
+	ToolGitDiff, ToolGitLog, ToolGitShow, ToolGitBlame, ToolWebFetch,
 }
 
 // Handle runs one request and returns its response; it never fails; a bad
@@ -184,6 +187,8 @@ func (s *Server) dispatch(ctx context.Context, req Request) Response {
 		return s.gitShow(ctx, req.Args)
 	case ToolGitBlame:
 		return s.gitBlame(ctx, req.Args)
+	case ToolWebFetch:
+		return s.webFetch(ctx, req.Args)
 	}
 	if req.Tool == "" {
 		return errorf("request has no tool name; known tools: %s", strings.Join(toolNames, ", "))
