@@ -194,3 +194,18 @@ func TestSmallWindowDropsOptionalTools(t *testing.T) {
 		}
 	}
 }
+
+func TestAgentTypeAllowsServer(t *testing.T) {
+	code := BuiltinAgentTypes()["code"]
+	explore := BuiltinAgentTypes()["explore"]
+	if !code.AllowsServer("notes") || explore.AllowsServer("notes") {
+		t.Errorf("code allows notes: %v, explore allows notes: %v", code.AllowsServer("notes"), explore.AllowsServer("notes"))
+	}
+	one := AgentType{Tools: []string{"mcp__notes__write_note"}}
+	if !one.AllowsServer("notes") || one.AllowsServer("other") {
+		t.Error("a single mcp tool name does not select its server only")
+	}
+	if !(AgentType{}).AllowsServer("x") {
+		t.Error("a type without an allow-list allows every server")
+	}
+}

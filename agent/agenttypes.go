@@ -82,3 +82,24 @@ func AgentTypeNames(types map[string]AgentType) string {
 	sort.Strings(names)
 	return strings.Join(names, ", ")
 }
+
+// AllowsServer reports whether the type may use some tool of the MCP server
+// name: a pattern that can match mcp__<name>__<tool> for some tool.
+func (t AgentType) AllowsServer(name string) bool {
+	if len(t.Tools) == 0 {
+		return true
+	}
+	prefix := mcpToolName(name, "")
+	for _, p := range t.Tools {
+		if strings.HasPrefix(p, prefix) {
+			return true
+		}
+		// A pattern ending in * that covers the prefix ("mcp__*", "mcp__name*").
+		if strings.HasSuffix(p, "*") {
+			if ok, err := path.Match(p, prefix+"x"); err == nil && ok {
+				return true
+			}
+		}
+	}
+	return false
+}

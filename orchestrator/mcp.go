@@ -48,3 +48,15 @@ func (o *Orchestrator) mcpServers(sb *sandbox.Sandbox) []agent.MCPServer {
 	}
 	return out
 }
+
+// mcpServersFor are the servers a sub-agent of type typ may use: those
+// whose tools its allow-list can match at all (its own sandbox starts them).
+func (o *Orchestrator) mcpServersFor(sb *sandbox.Sandbox, typ agent.AgentType) []agent.MCPServer {
+	var out []agent.MCPServer
+	for _, s := range o.mcpServers(sb) {
+		if typ.AllowsServer(s.Name) {
+			out = append(out, s)
+		}
+	}
+	return out
+}

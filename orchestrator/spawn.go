@@ -172,6 +172,7 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	if err != nil {
 		return fail("%v", err)
 	}
+	ag.ConnectMCP(ctx, o.mcpServersFor(sb, typ))
 	res, runErr := ag.Run(ctx, st.Prompt)
 	_ = ag.Close()
 	stopBackground(ctx, sb, s.sink, t.ID)
