@@ -2,8 +2,10 @@ package orchestrator
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/localagent/agent/agent"
 	"github.com/localagent/agent/sandbox"
@@ -16,6 +18,22 @@ type MCPServerConfig struct {
 	Command string            `mapstructure:"command" json:"command"`
 	Args    []string          `mapstructure:"args" json:"args"`
 	Env     map[string]string `mapstructure:"env" json:"env"`
+	// FromRepository marks a server the repository's own config declared
+	// (untrusted like the repository; it runs in the sandbox all the same).
+	FromRepository bool `mapstructure:"-" json:"from_repository,omitempty"`
+}
+
+// repositoryMCPWarnings name the MCP servers a repository declared itself,
+// for the review.
+func (o *Orchestrator) repositoryMCPWarnings() []string {
+	var out []string
+	for name, s := range o.opts.MCPServers {
+		if s.FromRepository {
+			out = append(out, fmt.Sprintf("the repository's .agent/config.yaml declared the MCP server %q (command %q); it ran inside the sandbox", name, strings.Join(append([]string{s.Command}, s.Args...), " ")))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // mcpServers are the configured servers, each started in sb on demand

@@ -145,6 +145,7 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 		}
 	}
 	rv.Warnings = append(rv.Warnings, unansweredQuestions(t.Commands)...)
+	rv.Warnings = append(rv.Warnings, o.repositoryMCPWarnings()...)
 	rv.Warnings = append(rv.Warnings, sensitiveChanges(rv.Stat, repo.ConfigValue(ctx, "core.hooksPath"))...)
 	if rv.Tests == nil {
 		rv.Warnings = append(rv.Warnings, "the agent ran no tests")

@@ -198,6 +198,8 @@ type configLoader struct {
 	cfg      *Config
 	err      error
 	warnings []string
+	// repoMCP are the MCP servers a repository's own config declared.
+	repoMCP map[string]bool
 }
 
 func newConfigLoader() *configLoader {
@@ -296,6 +298,12 @@ func (l *configLoader) read() (*Config, error) {
 	}
 	c.StateDir = abs
 	c.Warnings = l.warnings
+	for name := range l.repoMCP {
+		if srv, ok := c.MCP.Servers[name]; ok {
+			srv.FromRepository = true
+			c.MCP.Servers[name] = srv
+		}
+	}
 	return &c, nil
 }
 
@@ -312,6 +320,16 @@ func (l *configLoader) mergeProject(file string) error {
 	}
 	allowed := map[string]any{}
 	for _, key := range pv.AllKeys() {
+		if name, ok := projectMCPKey(key); ok {
+			// A repository may declare MCP servers: they run in its own
+			// sandbox, like its hooks; the review says which ones.
+			if l.repoMCP == nil {
+				l.repoMCP = map[string]bool{}
+			}
+			l.repoMCP[name] = true
+			setNested(allowed, strings.Split(key, "."), pv.Get(key))
+			continue
+		}
 		if !slices.Contains(projectKeys, key) {
 			l.warnings = append(l.warnings, fmt.Sprintf("%s: ignoring %q: a repository's config may not set it (set it in %s, %s or a flag)",
 				file, key, userConfigFile(), envVar(key)))
@@ -326,6 +344,20 @@ func (l *configLoader) mergeProject(file string) error {
 		return fmt.Errorf("project config %s: %w", file, err)
 	}
 	return nil
+}
+
+// projectMCPKey reports whether key is part of an MCP server declaration
+// (mcp.servers.NAME.command|args|env...) and returns the server's name.
+func projectMCPKey(key string) (string, bool) {
+	parts := strings.Split(key, ".")
+	if len(parts) < 4 || parts[0] != "mcp" || parts[1] != "servers" {
+		return "", false
+	}
+	switch parts[3] {
+	case "command", "args", "env":
+		return parts[2], true
+	}
+	return "", false
 }
 
 func setNested(m map[string]any, path []string, v any) {
