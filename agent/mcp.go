@@ -40,10 +40,15 @@ type mcpServerConn struct {
 }
 
 type mcpTool struct {
-	conn *mcpServerConn
-	tool string // the server's own name for it
-	def  llm.Tool
+	conn     *mcpServerConn
+	tool     string // the server's own name for it
+	def      llm.Tool
+	resource bool // the read_resource tool of a server with resources
 }
+
+// mcpResourceTool is the tool name under which a server's resources are
+// read: mcp__<server>__read_resource.
+const mcpResourceTool = "read_resource"
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 
@@ -100,9 +105,75 @@ func (a *Agent) ConnectMCP(ctx context.Context, servers []MCPServer) {
 				Name: name, Description: fmt.Sprintf("(MCP server %s) %s", srv.Name, t.Description), Parameters: schema,
 			}}}
 		}
+		a.addResourceTool(ctx, c)
 		a.mcpConns = append(a.mcpConns, c)
 	}
 	a.refreshTools()
+}
+
+// addResourceTool offers mcp__<server>__read_resource when the server has
+// resources, listing them (up to 50) in the tool's description.
+func (a *Agent) addResourceTool(ctx context.Context, c *mcpServerConn) {
+	ir := c.sess.InitializeResult()
+	if ir == nil || ir.Capabilities == nil || ir.Capabilities.Resources == nil {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, mcpConnectTimeout)
+	defer cancel()
+	res, err := c.sess.ListResources(lctx, nil)
+	if err != nil || len(res.Resources) == 0 {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "(MCP server %s) Read one of the server's resources by URI. Resources:", c.srv.Name)
+	for i, r := range res.Resources {
+		if i == 50 {
+			b.WriteString(" ...")
+			break
+		}
+		fmt.Fprintf(&b, " %s (%s);", r.URI, r.Name)
+	}
+	name := mcpToolName(c.srv.Name, mcpResourceTool)
+	if a.runner.mcp == nil {
+		a.runner.mcp = map[string]*mcpTool{}
+	}
+	if _, taken := a.runner.mcp[name]; taken {
+		return // the server has a tool of that name: it wins
+	}
+	a.runner.mcp[name] = &mcpTool{conn: c, resource: true, def: llm.Tool{Type: "function", Function: llm.FunctionDef{
+		Name: name, Description: b.String(),
+		Parameters: json.RawMessage(`{"type":"object","properties":{"uri":{"type":"string","description":"The resource's URI."}},"required":["uri"]}`),
+	}}}
+}
+
+// readMCPResource reads a resource's text.
+func (r *toolRunner) readMCPResource(ctx context.Context, t *mcpTool, args map[string]any) (ToolResult, error) {
+	uri, _ := args["uri"].(string)
+	if uri == "" {
+		return errResult("%s: uri is required", t.def.Function.Name), nil
+	}
+	res, err := t.conn.sess.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ToolResult{}, ctx.Err()
+		}
+		return errResult("%s: %v", t.def.Function.Name, err), nil
+	}
+	var b strings.Builder
+	for _, c := range res.Contents {
+		if c.Text != "" {
+			b.WriteString(c.Text)
+			if !strings.HasSuffix(c.Text, "\n") {
+				b.WriteByte('\n')
+			}
+		} else if len(c.Blob) > 0 {
+			fmt.Fprintf(&b, "[%s: %d bytes of %s, not text]\n", c.URI, len(c.Blob), c.MIMEType)
+		}
+	}
+	if b.Len() == 0 {
+		return ToolResult{Output: "(empty resource)"}, nil
+	}
+	return ToolResult{Output: b.String()}, nil
 }
 
 // closeMCP ends the MCP sessions.
@@ -133,6 +204,9 @@ func (r *toolRunner) callMCP(ctx context.Context, t *mcpTool, args []byte) (Tool
 	var a map[string]any
 	if err := json.Unmarshal(args, &a); err != nil {
 		return errResult("%s: arguments must be a JSON object: %v", t.def.Function.Name, err), nil
+	}
+	if t.resource {
+		return r.readMCPResource(ctx, t, a)
 	}
 	start := time.Now()
 	res, err := t.conn.sess.CallTool(ctx, &mcp.CallToolParams{Name: t.tool, Arguments: a})
