@@ -87,6 +87,18 @@ type Options struct {
 	// model request) before the first request of the next Run: the user
 	// asked for it. The transcript keeps everything.
 	CompactFirst bool
+	// Memory, when set, is read into the system prompt and offers the
+	// remember tool.
+	Memory Memory
+	// AllowedTools, when set, are the only tools offered (names or
+	// patterns like "git_*"; see AgentType).
+	AllowedTools []string
+	// User is the person who can be asked (ask_user, present_plan); nil
+	// when there is no terminal.
+	User User
+	// PlanMode allows only reading tools until the user approves a plan
+	// presented with present_plan.
+	PlanMode bool
 }
 
 // StopReason says why a Run ended.
@@ -161,6 +173,8 @@ type Agent struct {
 	hookOut      string
 	projInstr    string
 	projFile     string
+	memNotes     string
+	mcpConns     []*mcpServerConn
 	tokens       tokenCounter
 	toolsTok     int // estimated tokens of the tools parameter
 	nextID       int // for call ids the server did not give
@@ -221,17 +235,37 @@ func New(opts Options) (*Agent, error) {
 	prefix := a.header.ID + "-"
 	a.runner = newToolRunner(opts.Workspace, newArtifactStore(opts.ArtifactDir, prefix), opts.Spawner)
 	a.runner.hooks = opts.Hooks
+	a.runner.memory = opts.Memory
+	a.runner.allow = opts.AllowedTools
+	a.runner.user = opts.User
+	a.runner.planMode = opts.PlanMode
+	a.runner.online = !opts.Env.Offline
 	a.runner.todos = lastTodos(a.history)
 	a.runner.hookSink = a.hookEvent
 	names := a.runner.names()
 	cat := mustCatalog()
-	a.lean = estimateTools(cat.wire, names)+len(promptText)/charsPerToken > opts.ContextTokens*leanPct/100
+	// The tool definitions must leave most of the window to the work: in a
+	// smaller window the optional tools are left out first, then the core
+	// tools get their short descriptions.
+	budget := opts.ContextTokens * leanPct / 100
+	if estimateTools(cat.wire, names)+len(promptText)/charsPerToken > budget {
+		a.runner.coreOnly = true
+		names = a.runner.names()
+		a.lean = estimateTools(cat.wire, names)+len(promptText)/charsPerToken > budget
+	}
+	a.refreshTools()
+	return a, nil
+}
+
+// refreshTools recomputes what depends on the offered tools (after MCP
+// servers added theirs).
+func (a *Agent) refreshTools() {
+	names := a.runner.names()
 	a.toolsTok = estimateTools(a.toolDefs(), names)
 	a.parser = toolparse.New(append(names, aliasNames()...)...)
 	// Only our own names hint at an action: aliases like "run(" are common
 	// words in a final summary.
 	a.actionParser = toolparse.New(names...)
-	return a, nil
 }
 
 // openSession creates or reopens the transcript.
@@ -298,6 +332,7 @@ func lastTodos(h []llm.Message) []todoItem {
 
 // Close closes the transcript.
 func (a *Agent) Close() error {
+	a.closeMCP()
 	if a.sess == nil {
 		return nil
 	}

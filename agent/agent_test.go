@@ -21,7 +21,12 @@ func TestRunReadEditBash(t *testing.T) {
 		text("Changed f to return 2; tests pass."),
 	}}
 	rec := &event.Recorder{}
-	a := newTestAgent(t, c, ws, func(o *Options) { o.Sink = rec; o.Env.Branch = "agent/x"; o.Env.Offline = true })
+	a := newTestAgent(t, c, ws, func(o *Options) {
+		o.Sink = rec
+		o.Env.Branch = "agent/x"
+		o.Env.Offline = true
+		o.ContextTokens = 32768 // room for every tool's definition
+	})
 	res, err := a.Run(context.Background(), "make f return 2")
 	if err != nil {
 		t.Fatal(err)
@@ -41,8 +46,8 @@ func TestRunReadEditBash(t *testing.T) {
 			t.Errorf("system prompt lacks %q", want)
 		}
 	}
-	if n := len(c.requests()[0].Tools); n != 11 {
-		t.Errorf("offered %d tools, want 11", n)
+	if n := len(c.requests()[0].Tools); n != 19 {
+		t.Errorf("offered %d tools, want 19", n)
 	}
 	// The transcript holds every message, in order, and loads back.
 	h, msgs, err := session.Load(res.SessionPath)
@@ -101,8 +106,8 @@ func TestBadModelInput(t *testing.T) {
 		t.Errorf("records = %+v", res.ToolCalls)
 	}
 	// Only the valid (double-encoded) call reached the workspace, after
-	// the three probes for project instructions.
-	if got := ws.calls(); len(got) != 4 {
+	// the four probes for project instructions.
+	if got := ws.calls(); len(got) != 5 {
 		t.Errorf("workspace calls = %q", got)
 	}
 }
@@ -166,5 +171,41 @@ func TestEndlessStream(t *testing.T) {
 	_, msgs, lerr := session.Load(res.SessionPath)
 	if lerr != nil || len(msgs) != 4 { // system, user, assistant call, tool result
 		t.Fatalf("transcript: %v, %d messages", lerr, len(msgs))
+	}
+}
+
+// In a small window the optional tools are left out before the core tools
+// lose their full descriptions.
+func TestSmallWindowDropsOptionalTools(t *testing.T) {
+	for _, tt := range []struct {
+		window   int
+		git      bool
+		lean     bool
+		readFile bool
+	}{
+		{32768, true, false, true},
+		{8192, false, false, true},
+		{2048, false, true, true},
+	} {
+		a := newTestAgent(t, &fakeClient{}, newMemWorkspace(nil), func(o *Options) { o.ContextTokens = tt.window })
+		names := strings.Join(a.runner.names(), ",")
+		if strings.Contains(names, "git_diff") != tt.git || a.lean != tt.lean || strings.Contains(names, "read_file") != tt.readFile {
+			t.Errorf("window %d: tools %s, lean %v", tt.window, names, a.lean)
+		}
+	}
+}
+
+func TestAgentTypeAllowsServer(t *testing.T) {
+	code := BuiltinAgentTypes()["code"]
+	explore := BuiltinAgentTypes()["explore"]
+	if !code.AllowsServer("notes") || explore.AllowsServer("notes") {
+		t.Errorf("code allows notes: %v, explore allows notes: %v", code.AllowsServer("notes"), explore.AllowsServer("notes"))
+	}
+	one := AgentType{Tools: []string{"mcp__notes__write_note"}}
+	if !one.AllowsServer("notes") || one.AllowsServer("other") {
+		t.Error("a single mcp tool name does not select its server only")
+	}
+	if !(AgentType{}).AllowsServer("x") {
+		t.Error("a type without an allow-list allows every server")
 	}
 }

@@ -63,6 +63,9 @@ func (a *Agent) start(ctx context.Context) error {
 		return fmt.Errorf("agent: project instructions: %w", err)
 	}
 	a.projFile, a.projInstr = name, text
+	if a.memNotes, err = memoryNotes(a.opts.Memory); err != nil {
+		return fmt.Errorf("agent: memory: %w", err)
+	}
 	sys := llm.Message{Role: llm.RoleSystem, Content: a.systemPrompt()}
 	resumed := len(a.history) > 0
 	a.history = append([]llm.Message{sys}, a.history...)

@@ -20,7 +20,7 @@ var promptText string
 var promptTmpl = template.Must(template.New("system").Parse(promptText))
 
 // instructionFiles are read from the workspace root, first found wins.
-var instructionFiles = []string{"AGENTS.md", "AGENT.md", "CLAUDE.md"}
+var instructionFiles = []string{"AGENTS.md", "AGENT.md", "CLAUDE.md", ".agent/instructions.md"}
 
 // instructionsMax caps project instructions: a huge file must not crowd out
 // the conversation in a small context window.
@@ -38,6 +38,8 @@ type promptData struct {
 	HookOutput       string
 	Instructions     string
 	InstructionsFile string
+	Memory           string
+	PlanMode         bool
 }
 
 // numberedLine matches read_file's line-number prefix ("   12\t" or "12: "
@@ -87,10 +89,21 @@ const leanPct = 30
 
 // toolDefs are the tool definitions this agent sends.
 func (a *Agent) toolDefs() map[string]llm.Tool {
+	defs := mustCatalog().wire
 	if a.lean {
-		return mustCatalog().lean
+		defs = mustCatalog().lean
 	}
-	return mustCatalog().wire
+	if len(a.runner.mcp) == 0 {
+		return defs
+	}
+	all := make(map[string]llm.Tool, len(defs)+len(a.runner.mcp))
+	for k, v := range defs {
+		all[k] = v
+	}
+	for k, t := range a.runner.mcp {
+		all[k] = t.def
+	}
+	return all
 }
 
 // systemPrompt renders the system prompt for the current mode.
@@ -103,11 +116,13 @@ func (a *Agent) systemPrompt() string {
 		HookOutput:       strings.TrimSpace(a.hookOut),
 		Instructions:     a.projInstr,
 		InstructionsFile: a.projFile,
+		Memory:           a.memNotes,
+		PlanMode:         a.opts.PlanMode,
 	}
 	defs := a.toolDefs()
 	for _, n := range a.runner.names() {
 		d.Tools = append(d.Tools, promptTool{
-			Name: n, OneLine: cat.specs[n].oneLine, Description: defs[n].Function.Description,
+			Name: n, OneLine: oneLineOf(cat, n, defs[n]), Description: defs[n].Function.Description,
 			Schema: string(defs[n].Function.Parameters),
 		})
 	}
@@ -117,4 +132,17 @@ func (a *Agent) systemPrompt() string {
 		return "You are a coding agent. Use the tools to complete the task."
 	}
 	return b.String()
+}
+
+// oneLineOf is a tool's line in the system prompt's list: our own, or the
+// first line of an MCP tool's description.
+func oneLineOf(cat *toolCatalog, name string, def llm.Tool) string {
+	if s, ok := cat.specs[name]; ok {
+		return s.oneLine
+	}
+	line, _, _ := strings.Cut(def.Function.Description, "\n")
+	if r := []rune(line); len(r) > 160 {
+		line = string(r[:160]) + "…"
+	}
+	return line
 }

@@ -23,6 +23,9 @@ type SubTask struct {
 	Name string `json:"name"`
 	// Prompt is the sub-agent's complete, self-contained instructions.
 	Prompt string `json:"prompt"`
+	// Type is the sub-agent's type (see AgentType); "" means
+	// DefaultAgentType.
+	Type string `json:"type,omitempty"`
 }
 
 // SubResult is what one sub-agent handed back.

@@ -41,9 +41,17 @@ type toolRunner struct {
 	spawner   Spawner
 	hooks     Hooks
 	hookSink  func(hook string, res ToolResult) // reports hook runs; may be nil
+	memory    Memory                            // nil: remember is not offered
+	allow     []string                          // tool patterns offered; nil: all
+	user      User                              // nil: nobody to ask
+	planMode  bool                              // writes wait for an approved plan
+	coreOnly  bool                              // small window: optional tools are not offered
+	mcp       map[string]*mcpTool               // MCP servers' tools by offered name
+	online    bool                              // the task has egress: web_fetch is offered
 
-	mu    sync.Mutex
-	todos []todoItem
+	mu           sync.Mutex
+	todos        []todoItem
+	planApproved bool
 }
 
 type todoItem struct {
@@ -58,7 +66,16 @@ func newToolRunner(ws Workspace, arts *artifactStore, sp Spawner) *toolRunner {
 // offered reports whether name is a tool this runner offers: spawn_agents
 // needs a Spawner, read_artifact an artifact directory.
 func (r *toolRunner) offered(name string) bool {
+	if _, ok := r.mcp[name]; ok {
+		return allowed(r.allow, name)
+	}
 	if _, ok := r.cat.specs[name]; !ok {
+		return false
+	}
+	if !allowed(r.allow, name) {
+		return false
+	}
+	if r.coreOnly && optionalTools[name] && !(r.planMode && name == ToolPresentPlan) {
 		return false
 	}
 	switch name {
@@ -66,6 +83,12 @@ func (r *toolRunner) offered(name string) bool {
 		return r.spawner != nil
 	case ToolReadArtifact:
 		return r.artifacts != nil
+	case ToolRemember:
+		return r.memory != nil
+	case ToolPresentPlan:
+		return r.planMode
+	case ToolWebFetch:
+		return r.online
 	}
 	return true
 }
@@ -79,12 +102,16 @@ func (r *toolRunner) names() []string {
 			names = append(names, s.name)
 		}
 	}
+	names = append(names, r.mcpNames()...)
 	return names
 }
 
 // readOnly reports whether a call may run concurrently with its neighbours.
 // Unknown tools count as read-only: they only produce an error result.
 func (r *toolRunner) readOnly(name string) bool {
+	if _, ok := r.mcp[name]; ok {
+		return false // a server's tool may change anything
+	}
 	spec, ok := r.cat.specs[name]
 	return !ok || spec.readOnly()
 }
@@ -120,7 +147,13 @@ func normalizeArgs(args []byte) []byte {
 // renamed to ours.
 func (r *toolRunner) checkCall(name string, args []byte) ([]byte, error) {
 	if !r.offered(name) {
+		if _, known := r.cat.specs[name]; known && !allowed(r.allow, name) {
+			return nil, fmt.Errorf("%s is not available to this agent (its type does not allow it). Available tools: %s", name, strings.Join(r.names(), ", "))
+		}
 		return nil, fmt.Errorf("unknown tool %q. Available tools: %s", name, strings.Join(r.names(), ", "))
+	}
+	if _, ok := r.mcp[name]; ok {
+		return normalizeArgs(args), nil // the server checks its own arguments
 	}
 	args = canonicalArgs(name, normalizeArgs(args))
 	if _, err := r.cat.validate(name, args); err != nil {
@@ -163,6 +196,12 @@ func (r *toolRunner) dispatch(ctx context.Context, name string, rawArgs []byte) 
 	args, err := r.checkCall(name, rawArgs)
 	if err != nil {
 		return errResult("%s: %v", name, err), nil
+	}
+	if why := r.planGate(name); why != "" {
+		return errResult("%s", why), nil
+	}
+	if t, ok := r.mcp[name]; ok {
+		return r.callMCP(ctx, t, args)
 	}
 	spec := r.cat.specs[name]
 	hooked := spec.kind == kindWorkspaceWrite || spec.kind == kindWorkspaceRead || name == ToolSpawnAgents
@@ -224,6 +263,15 @@ func (r *toolRunner) local(ctx context.Context, name string, args []byte) (ToolR
 		return ToolResult{Output: out, IsError: !ok}, nil
 	case ToolSpawnAgents:
 		return r.spawn(ctx, args)
+	case ToolRemember:
+		if r.memory == nil {
+			break
+		}
+		return r.remember(ctx, args)
+	case ToolAskUser:
+		return r.askUser(ctx, args)
+	case ToolPresentPlan:
+		return r.presentPlan(ctx, args)
 	}
 	return errResult("unknown tool %q", name), nil
 }

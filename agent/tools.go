@@ -58,7 +58,7 @@ func (s *toolSpec) readOnly() bool {
 
 // Descriptions are written for small local models: say what the tool does,
 // what the arguments mean, and the one mistake models make most with it.
-var toolSpecs = []toolSpec{
+var toolSpecs = append([]toolSpec{
 	{
 		name: ToolReadFile, kind: kindWorkspaceRead,
 		oneLine: "read a text file (with line numbers)",
@@ -189,11 +189,12 @@ var toolSpecs = []toolSpec{
 		schema: `{"type":"object","properties":{
 			"tasks":{"type":"array","minItems":1,"maxItems":8,"items":{"type":"object","properties":{
 				"name":{"type":"string","minLength":1,"pattern":"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$"},
-				"prompt":{"type":"string","minLength":1}},
+				"prompt":{"type":"string","minLength":1},
+				"type":{"type":"string","description":"explore (read-only search, 15 turns), plan (read-only, writes a plan, 10), code (reads, writes, runs commands, 30; the default), verify (runs tests; its changes are discarded, 20), or a configured type."}},
 				"required":["name","prompt"]}}},
 			"required":["tasks"]}`,
 	},
-}
+}, append(append(append(append(processToolSpecs, gitToolSpecs...), rememberSpec), userToolSpecs...), webToolSpecs...)...)
 
 // toolCatalog is the compiled form of toolSpecs, built once per process:
 // compiling schemas is far slower than validating against them.

@@ -56,7 +56,7 @@ func TestToolArgumentValidation(t *testing.T) {
 
 func TestWorkspaceToolsMatchDesign(t *testing.T) {
 	got := strings.Join(WorkspaceTools(), ",")
-	if got != "read_file,write_file,edit_file,multi_edit,list_dir,glob,grep,bash" {
+	if got != "read_file,write_file,edit_file,multi_edit,list_dir,glob,grep,bash,process_start,process_output,process_stop,git_diff,git_log,git_show,git_blame,web_fetch" {
 		t.Fatalf("workspace tools = %s", got)
 	}
 	for _, s := range toolSpecs {

@@ -100,6 +100,7 @@ func (r *Run) Execute(ctx context.Context) error {
 		if err := sb.Remove(cctx); err == nil {
 			t.SandboxID = ""
 			save()
+			r.o.dropHistory(t.ID)
 		}
 	}()
 
@@ -107,6 +108,7 @@ func (r *Run) Execute(ctx context.Context) error {
 	if err != nil {
 		return r.stop(ctx, err)
 	}
+	ag.ConnectMCP(ctx, o.mcpServers(sb))
 	astart := time.Now()
 	actx, cancelRun := context.WithCancelCause(ctx)
 	stopGuard := o.guardDisk(actx, t.Worktree, sb, cancelRun)
@@ -114,6 +116,7 @@ func (r *Run) Execute(ctx context.Context) error {
 	stopGuard()
 	cancelRun(nil)
 	_ = ag.Close()
+	stopBackground(ctx, sb, sink, t.ID)
 	t.Timings.Agent += time.Since(astart).Milliseconds()
 	t.Result = res.Text
 	var bound *DiskError
@@ -187,6 +190,7 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 	}
 	spec := o.sandboxSpec(t, "agent-task-"+t.ID)
 	spec.EgressDir = r.egressDir
+	spec.History, _ = o.exportHistory(ctx, nil, t, t.ID, t.StartCommit, "", sink)
 	sstart := time.Now()
 	// A new worktree is empty: its files are checked out while the
 	// container is created and started, and the toolbox is asked for only
@@ -323,6 +327,9 @@ func (r *Run) agentOptions(sb *sandbox.Sandbox, sink event.Sink) agent.Options {
 		ToolMode:      o.opts.ToolMode,
 		Sink:          sink,
 		Task:          r.Task.ID,
+		Memory:        o.memoryFor(r.Task),
+		User:          o.opts.User,
+		PlanMode:      r.Plan,
 	}
 }
 
@@ -514,11 +521,14 @@ func (r *Run) recorder() (event.Sink, func()) {
 		}
 		switch e.Kind {
 		case event.ToolStarted:
-			if e.Tool == toolbox.ToolBash {
+			if e.Tool == toolbox.ToolBash || e.Tool == toolbox.ToolProcessStart {
 				var a toolbox.BashArgs
 				_ = json.Unmarshal([]byte(e.Args), &a)
 				if a.Command == "" {
 					a.Command = e.Args
+				}
+				if e.Tool == toolbox.ToolProcessStart {
+					a.Command = "[background] " + a.Command
 				}
 				if e.Agent != "" {
 					// A sub-agent's command, marked as such.
@@ -532,10 +542,16 @@ func (r *Run) recorder() (event.Sink, func()) {
 					save()
 				}
 			}
+			if e.Tool == agent.ToolAskUser {
+				pending[e.Agent+"\x00"+e.CallID] = askPrefix + askQuestion(e.Args)
+			}
 		case event.ToolFinished:
 			key := e.Agent + "\x00" + e.CallID
 			if cmd, ok := pending[key]; ok {
 				delete(pending, key)
+				if cmd, ok = askRecord(cmd, e.Text); !ok {
+					break
+				}
 				done := store.Command{
 					Command: cmd, ExitCode: e.ExitCode, TimedOut: e.TimedOut, OOMKilled: e.OOMKill,
 					DurationMS: e.Duration.Milliseconds(), Missing: missingProgram(e),

@@ -74,6 +74,15 @@ type Options struct {
 	// Unsafe switches host-side defences off, for security tests' control
 	// runs only.
 	Unsafe UnsafeOptions
+	// AgentTypes are configured sub-agent types, added to (or replacing)
+	// agent.BuiltinAgentTypes.
+	AgentTypes map[string]agent.AgentType
+	// User is the person at the terminal for ask_user and plan approval;
+	// nil when there is none (ask_user then says so).
+	User agent.User
+	// MCPServers are started inside each task's sandbox; their tools are
+	// offered as mcp__<server>__<tool>.
+	MCPServers map[string]MCPServerConfig
 }
 
 // Orchestrator runs and manages tasks of one state directory.

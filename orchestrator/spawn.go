@@ -122,7 +122,11 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 		s.event(st.Name, "failed", msg)
 		return agent.SubResult{Name: st.Name, Summary: msg, IsError: true}
 	}
-	s.event(st.Name, "started", st.Prompt)
+	typeName, typ, err := o.agentType(st.Type)
+	if err != nil {
+		return fail("%v", err)
+	}
+	s.event(st.Name, "started", "("+typeName+") "+st.Prompt)
 	id := t.ID + "-" + round + "-" + st.Name
 	branch := t.Branch + "-sub-" + round + "-" + st.Name
 	// The sub-agent's sandbox belongs to the task (its label) but works on
@@ -180,6 +184,10 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	// shares the task's egress proxy, so its connections are decided by the
 	// same policy and logged and counted with the task's.
 	spec.EgressDir = s.r.egressDir
+	spec.WorkspaceReadOnly = typ.ReadOnly
+	var dropHistory func()
+	spec.History, dropHistory = o.exportHistory(ctx, repo, t, id, t.StartCommit, snap, s.sink)
+	defer dropHistory()
 	u, err := sandboxUser(cwt.Path)
 	if err != nil {
 		return stopped("%v", err)
@@ -199,6 +207,12 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	opts := s.r.agentOptions(sb, s.sink)
 	opts.Slot = s.r.ep.slot(slot)
 	opts.Name = st.Name
+	opts.AllowedTools = typ.Tools
+	// Sub-agents run side by side: they neither ask the user nor plan.
+	opts.User, opts.PlanMode = nil, false
+	if typ.MaxTurns > 0 {
+		opts.MaxIterations = typ.MaxTurns
+	}
 	opts.SessionPath = filepath.Join(filepath.Dir(t.Session), id+".jsonl")
 	opts.ArtifactDir = o.artifactDir(id)
 	opts.Env = agent.Environment{Offline: s.r.egressDir == "", Branch: branch, BaseCommit: snap}
@@ -206,12 +220,15 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	if err != nil {
 		return stopped("%v", err)
 	}
+	ag.ConnectMCP(ctx, o.mcpServersFor(sb, typ))
 	actx, cancelRun := context.WithCancelCause(ctx)
 	stopGuard := o.guardDisk(actx, cwt.Path, sb, cancelRun)
 	res, runErr := ag.Run(actx, st.Prompt)
 	stopGuard()
 	cancelRun(nil)
 	_ = ag.Close()
+	// Background processes end before any host step on the worktree.
+	stopBackground(ctx, sb, s.sink, t.ID)
 	var bound *DiskError
 	if errors.As(context.Cause(actx), &bound) && ctx.Err() == nil {
 		// Keep what it did before crossing the bound on its branch (keep
@@ -221,9 +238,24 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	if runErr != nil {
 		return stopped("the sub-agent stopped: %v", runErr)
 	}
+	if budget := stopNote(res); budget != "" {
+		res.Text = strings.TrimSpace(res.Text + "\n" + budget)
+	}
 	removeSandbox()
 	if sb != nil {
 		return fail("the sub-agent's sandbox could not be removed; its worktree %s is kept and `agent resume %s` commits it", cwt.Path, t.ID)
+	}
+	if typ.ReadOnly || typ.NoMerge {
+		// Nothing of a read-only or verifying sub-agent is merged back:
+		// it reports, it does not change the parent's files.
+		cctx := context.WithoutCancel(ctx)
+		_ = repo.Remove(cctx, cwt)
+		if tip, _ := repo.BranchTip(cctx, branch); tip != "" {
+			_ = repo.DeleteBranch(cctx, branch, tip)
+		}
+		s.r.finishSub(id, store.SubEmpty, "")
+		s.event(st.Name, "done", "("+typeName+") changes, if any, discarded")
+		return agent.SubResult{Name: st.Name, Summary: strings.TrimSpace(res.Text)}
 	}
 	summary := strings.TrimSpace(res.Text)
 	s.mu.Lock()

@@ -52,6 +52,8 @@ type Run struct {
 	followUp string
 	// compactNext compacts the conversation before the next turn.
 	compactNext bool
+	// Plan starts the agent in plan mode (agent.Options.PlanMode).
+	Plan bool
 	// egressDir is the socket directory of the run's egress proxy; "" when
 	// the sandbox has no network at all.
 	egressDir string

@@ -21,11 +21,20 @@ var toolboxArgs = map[string]any{
 	toolbox.ToolGlob:      toolbox.GlobArgs{},
 	toolbox.ToolGrep:      toolbox.GrepArgs{},
 	toolbox.ToolBash:      toolbox.BashArgs{},
+
+	toolbox.ToolProcessStart:  toolbox.ProcessStartArgs{},
+	toolbox.ToolProcessOutput: toolbox.ProcessOutputArgs{},
+	toolbox.ToolProcessStop:   toolbox.ProcessStopArgs{},
+	toolbox.ToolGitDiff:       toolbox.GitDiffArgs{},
+	toolbox.ToolGitLog:        toolbox.GitLogArgs{},
+	toolbox.ToolGitShow:       toolbox.GitShowArgs{},
+	toolbox.ToolGitBlame:      toolbox.GitBlameArgs{},
+	toolbox.ToolWebFetch:      toolbox.WebFetchArgs{},
 }
 
 // toolboxOnly are arguments the toolbox accepts that the model is not
 // offered (kept for the debug command and future use).
-var toolboxOnly = map[string][]string{toolbox.ToolGrep: {"exclude"}}
+var toolboxOnly = map[string][]string{toolbox.ToolGrep: {"exclude"}, toolbox.ToolProcessStop: {"all"}}
 
 // The agent's tool schemas (what the model is told) and the toolbox's
 // argument types (what the sandbox decodes) are written separately: the

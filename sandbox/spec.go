@@ -85,6 +85,13 @@ type Spec struct {
 	// Shell runs the bash tool's commands (as SHELL -c COMMAND). "" means
 	// /bin/bash when the image has it (models write bash), else /bin/sh.
 	Shell string
+	// WorkspaceReadOnly mounts the workspace read-only (read-only
+	// sub-agents): nothing in the sandbox can change the files.
+	WorkspaceReadOnly bool
+	// History is a host directory holding a bare repository of the task's
+	// history (worktree's ExportHistory), mounted read-only at HistoryPath
+	// for the git tools; "" mounts nothing and those tools say so.
+	History string
 	// EgressDir is the host directory holding the task's egress proxy
 	// socket (egress.Proxy.Dir). "" means no egress at all: the container
 	// has only a loopback interface. When set, the network mode stays none;
@@ -336,7 +343,7 @@ func containerConfig(s Spec, user UserChoice) (*container.Config, *container.Hos
 		Runtime:      s.Runtime,
 		// Only the workspace and the toolbox binary come from the host.
 		Mounts: []mount.Mount{
-			{Type: mount.TypeBind, Source: s.Workspace, Target: toolbox.WorkspaceRoot},
+			{Type: mount.TypeBind, Source: s.Workspace, Target: toolbox.WorkspaceRoot, ReadOnly: s.WorkspaceReadOnly},
 			{Type: mount.TypeBind, Source: s.Toolbox, Target: ToolboxPath, ReadOnly: true},
 		},
 		LogConfig: container.LogConfig{Type: "none"},
@@ -345,6 +352,9 @@ func containerConfig(s Spec, user UserChoice) (*container.Config, *container.Hos
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
 	hc.DeviceRequests = s.DeviceRequests
+	if s.History != "" {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: s.History, Target: toolbox.HistoryPath, ReadOnly: true})
+	}
 	if s.EgressDir != "" {
 		if err := ApplyEgress(cfg, hc, s.EgressDir); err != nil {
 			return nil, nil, err

@@ -132,18 +132,20 @@ func (s *Server) shellDone(pid int) {
 	defer s.procMu.Unlock()
 	delete(s.shells, pid)
 	if s.KillOrphans && len(s.shells) == 0 {
-		killOrphans()
+		killOrphans(s.background)
 	}
 }
 
 // killOrphans SIGKILLs and reaps every child of this process, repeatedly:
 // killing an orphan re-parents its own children to us. With no command
-// running, every child is an orphan that escaped its command's group.
-func killOrphans() {
+// running, every child is an orphan that escaped its command's group;
+// members of the process groups in keep (background processes, which end
+// through process_stop or the session's end) are left alone.
+func killOrphans(keep map[int]struct{}) {
 	self := os.Getpid()
 	deadline := time.Now().Add(killGroupFor)
 	for time.Now().Before(deadline) {
-		kids := childrenOf(self)
+		kids := childrenOf(self, keep)
 		if len(kids) == 0 {
 			return
 		}
@@ -165,7 +167,7 @@ type child struct {
 	zombie bool
 }
 
-func childrenOf(ppid int) []child {
+func childrenOf(ppid int, keep map[int]struct{}) []child {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil
@@ -180,8 +182,11 @@ func childrenOf(ppid int) []child {
 		if name[0] < '0' || name[0] > '9' {
 			continue
 		}
-		state, pp, _, ok := procStat(name)
+		state, pp, pg, ok := procStat(name)
 		if !ok || pp != ppid {
+			continue
+		}
+		if _, kept := keep[pg]; kept {
 			continue
 		}
 		pid, _ := strconv.Atoi(name)

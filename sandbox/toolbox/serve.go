@@ -42,6 +42,9 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	// most MaxConcurrent requests run at once; add the threads that run Go
 	// code and the runtime's own (sysmon, signals, a template thread).
 	reserveThreads(MaxConcurrent + runtime.GOMAXPROCS(0) + 6)
+	// Background processes live as long as the session (process.go).
+	s.beginServing()
+	defer s.endServing()
 
 	ctx, cancelAll := context.WithCancel(ctx)
 	defer cancelAll()

@@ -102,9 +102,17 @@ type Server struct {
 	// by this Server (the agent-toolbox binary): it kills and reaps any
 	// other child too.
 	KillOrphans bool
+	// History is the task's read-only history repository (git tools);
+	// empty means HistoryPath.
+	History string
+	// WebProxy is the proxy web_fetch uses; empty means the sandbox's
+	// proxy environment (none: no network).
+	WebProxy string
 
-	procMu sync.Mutex
-	shells map[int]struct{} // process ids of the running commands' shells
+	procMu     sync.Mutex
+	shells     map[int]struct{} // process ids of the running commands' shells
+	background map[int]struct{} // process groups of background processes
+	bg         processTable
 }
 
 func (s *Server) root() string {
@@ -121,6 +129,8 @@ func (s *Server) limits() Limits { return s.Limits.withDefaults() }
 var toolNames = []string{
 	ToolReadFile, ToolWriteFile, ToolEditFile, ToolMultiEdit,
 	ToolListDir, ToolGlob, ToolGrep, ToolBash,
+	ToolProcessStart, ToolProcessOutput, ToolProcessStop,
+	ToolGitDiff, ToolGitLog, ToolGitShow, ToolGitBlame, ToolWebFetch,
 }
 
 // Handle runs one request and returns its response; it never fails; a bad
@@ -163,6 +173,22 @@ func (s *Server) dispatch(ctx context.Context, req Request) Response {
 		return s.grep(ctx, req.Args)
 	case ToolBash:
 		return s.bash(ctx, req.Args)
+	case ToolProcessStart:
+		return s.processStart(ctx, req.Args)
+	case ToolProcessOutput:
+		return s.processOutput(req.Args)
+	case ToolProcessStop:
+		return s.processStop(req.Args)
+	case ToolGitDiff:
+		return s.gitDiff(ctx, req.Args)
+	case ToolGitLog:
+		return s.gitLog(ctx, req.Args)
+	case ToolGitShow:
+		return s.gitShow(ctx, req.Args)
+	case ToolGitBlame:
+		return s.gitBlame(ctx, req.Args)
+	case ToolWebFetch:
+		return s.webFetch(ctx, req.Args)
 	}
 	if req.Tool == "" {
 		return errorf("request has no tool name; known tools: %s", strings.Join(toolNames, ", "))

@@ -173,7 +173,9 @@ func askReview(ios *IOStreams, rv *orchestrator.Review, unmerged, uncommitted in
 	if canChange {
 		changes = new(string)
 	}
-	if err := runForm(newReviewForm(rv, unmerged, uncommitted, &choice, &sure, changes), ios.In, ios.ErrOut); err != nil {
+	in, done := ios.formInput()
+	defer done()
+	if err := runForm(newReviewForm(rv, unmerged, uncommitted, &choice, &sure, changes), in, ios.ErrOut); err != nil {
 		if errors.Is(err, ErrCancelled) {
 			return orchestrator.Keep, "", ErrCancelled
 		}

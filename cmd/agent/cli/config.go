@@ -12,6 +12,9 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"github.com/localagent/agent/agent"
+	"github.com/localagent/agent/orchestrator"
 )
 
 // Config is the whole typed configuration. Precedence, highest first:
@@ -27,10 +30,16 @@ type Config struct {
 	Agent    AgentConfig   `mapstructure:"agent"`
 	Images   ImagesConfig  `mapstructure:"images"`
 	Env      EnvConfig     `mapstructure:"env"`
+	MCP      MCPConfig     `mapstructure:"mcp"`
 
 	// Warnings are problems found while loading that did not stop it (keys
 	// a project config may not set).
 	Warnings []string `mapstructure:"-"`
+}
+
+// MCPConfig declares MCP servers, each run inside the task's sandbox.
+type MCPConfig struct {
+	Servers map[string]orchestrator.MCPServerConfig `mapstructure:"servers"`
 }
 
 // SandboxConfig configures the workspace containers.
@@ -96,6 +105,10 @@ type AgentConfig struct {
 	// its own worktree and sandbox, as many at once as the server has slots).
 	SubAgents bool        `mapstructure:"sub_agents"`
 	Hooks     HooksConfig `mapstructure:"hooks"`
+	// Types are custom sub-agent types for spawn_agents (tools as names or
+	// patterns, max_turns, read_only, no_merge), added to explore, plan,
+	// code and verify.
+	Types map[string]agent.AgentType `mapstructure:"types"`
 }
 
 // HooksConfig lists shell commands run inside the sandbox at points of the
@@ -215,6 +228,8 @@ type configLoader struct {
 	userFile, projectFile string
 	userKeys, projKeys    map[string]bool
 	flags                 map[string]*pflag.Flag
+	// repoMCP are the MCP servers a repository's own config declared.
+	repoMCP map[string]bool
 }
 
 func newConfigLoader() *configLoader {
@@ -332,6 +347,12 @@ func (l *configLoader) read() (*Config, error) {
 	}
 	c.StateDir = abs
 	c.Warnings = l.warnings
+	for name := range l.repoMCP {
+		if srv, ok := c.MCP.Servers[name]; ok {
+			srv.FromRepository = true
+			c.MCP.Servers[name] = srv
+		}
+	}
 	return &c, nil
 }
 
@@ -346,13 +367,21 @@ func knownKeys() []string {
 
 // checkKey rejects a key the configuration does not have, suggesting the
 // closest one: a typo must not be silently ignored.
+// mapKeys are configuration maps keyed by names the user chooses.
+var mapKeys = []string{"mcp.servers", "agent.types"}
+
 func checkKey(key string) error {
 	known := knownKeys()
 	if slices.Contains(known, key) {
 		return nil
 	}
-	// A value under a list or map key (agent.hooks.pre_tool is a list;
-	// nothing is a map today) is not a key of its own.
+	// Keys under a map whose entries the user names (mcp.servers.NAME...,
+	// agent.types.NAME...) are valid whatever the name.
+	for _, m := range mapKeys {
+		if strings.HasPrefix(key, m+".") {
+			return nil
+		}
+	}
 	best, bestD := "", 4
 	for _, k := range known {
 		if d := editDistance(key, k); d < bestD {
@@ -436,6 +465,16 @@ func (l *configLoader) mergeProject(dir string) error {
 			l.warnings = append(l.warnings, fmt.Sprintf("%s: ignoring %v", file, err))
 			continue
 		}
+		if name, ok := projectMCPKey(key); ok {
+			// A repository may declare MCP servers: they run in its own
+			// sandbox, like its hooks; the review says which ones.
+			if l.repoMCP == nil {
+				l.repoMCP = map[string]bool{}
+			}
+			l.repoMCP[name] = true
+			setNested(allowed, strings.Split(key, "."), pv.Get(key))
+			continue
+		}
 		if !slices.Contains(projectKeys, key) {
 			l.warnings = append(l.warnings, fmt.Sprintf("%s: ignoring %q: a repository's config may not set it (set it in your own %s or with %s)",
 				file, key, userConfigFile(), envVar(key)))
@@ -456,6 +495,20 @@ func (l *configLoader) mergeProject(dir string) error {
 		return fmt.Errorf("project config %s: %w", file, err)
 	}
 	return nil
+}
+
+// projectMCPKey reports whether key is part of an MCP server declaration
+// (mcp.servers.NAME.command|args|env...) and returns the server's name.
+func projectMCPKey(key string) (string, bool) {
+	parts := strings.Split(key, ".")
+	if len(parts) < 4 || parts[0] != "mcp" || parts[1] != "servers" {
+		return "", false
+	}
+	switch parts[3] {
+	case "command", "args", "env":
+		return parts[2], true
+	}
+	return "", false
 }
 
 func setNested(m map[string]any, path []string, v any) {

@@ -290,3 +290,18 @@ func TestProjectConfigSymlinkRefused(t *testing.T) {
 		t.Errorf("control failed: a real .agent did not apply (pids %d hooks %v):\n%s", cfg.Sandbox.Pids, cfg.Agent.Hooks.PreTool, warn)
 	}
 }
+
+// Keys under a user-named map (an MCP server, a sub-agent type) are valid
+// whatever the name; a typo of the map itself is not.
+func TestCheckKeyUnderMaps(t *testing.T) {
+	for _, k := range []string{"mcp.servers.notes.command", "mcp.servers.notes.args", "agent.types.review.tools"} {
+		if err := checkKey(k); err != nil {
+			t.Errorf("checkKey(%q) = %v, want nil", k, err)
+		}
+	}
+	for _, k := range []string{"mcp.server.notes.command", "agent.type.review.tools", "sandbox.memroy"} {
+		if err := checkKey(k); err == nil {
+			t.Errorf("checkKey(%q) = nil, want an unknown-key error", k)
+		}
+	}
+}

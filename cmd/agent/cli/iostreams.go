@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/charmbracelet/x/ansi"
 	"golang.org/x/term"
@@ -43,6 +44,8 @@ type IOStreams struct {
 
 	pager *exec.Cmd
 	out   io.Writer // Out before the pager replaced it
+	pumpMu sync.Mutex
+	pump   *keyPump // shares a non-file In between forms (keypump.go)
 }
 
 // System returns the process's own streams.

@@ -155,6 +155,7 @@ review. It never touches your checkout without your consent.
 		NewCmdCompose(f),
 		NewCmdBench(f),
 		NewCmdEnv(f),
+		NewCmdMemory(f, nil),
 	)
 	root.AddCommand(taskCommands(f)...)
 	// cobra's completion command, made now so it gets an example too.

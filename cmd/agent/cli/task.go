@@ -55,6 +55,9 @@ type TaskOptions struct {
 	GPUs               string // NVIDIA GPUs of the task's sandbox ("" none)
 	JSON               bool
 	Labels             []string
+	// Plan starts in plan mode: only reading tools until the user
+	// approves the agent's plan in a form.
+	Plan bool
 }
 
 // NewCmdTask builds `agent task`.
@@ -105,6 +108,7 @@ status 3.`,
 	fl.BoolVar(&opts.IncludeUncommitted, "include-uncommitted", false, "start from a snapshot of the checkout's uncommitted changes")
 	fl.StringVar(&opts.GPUs, "gpus", "", "give the task's sandbox NVIDIA GPUs for CUDA tests: all, or ids like 0,1 (default: none; shown in the review)")
 	fl.BoolVar(&opts.JSON, "json", false, "stream events as JSON lines on stdout; the last line is the result")
+	fl.BoolVar(&opts.Plan, "plan", false, "plan mode: the agent may only read until you approve its plan (needs a terminal)")
 	opts.Run.add(cmd)
 	fl.StringArrayVar(&opts.Labels, "label", nil, "extra sandbox container label KEY=VALUE (repeatable)")
 	_ = fl.MarkHidden("label")
@@ -227,6 +231,8 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 		LLMStallTimeout: cfg.LLM.StallTimeout,
 		LLMReplyTimeout: cfg.LLM.ReplyTimeout,
 		SubAgents:       cfg.Agent.SubAgents,
+		AgentTypes:      cfg.Agent.Types,
+		MCPServers:      cfg.MCP.Servers,
 		Egress:          egress,
 		ToolMode:        agent.ToolMode(cfg.Agent.ToolMode),
 		Unsafe:          unsafeFromEnv(f),
@@ -262,6 +268,9 @@ func taskRun(ctx context.Context, opts *TaskOptions) (err error) {
 	if err := checkMergeable(ctx, approve, opts.Repo, opts.Base); err != nil {
 		return err
 	}
+	if opts.Plan && (opts.JSON || !opts.IO.CanPrompt()) {
+		return UsageErrorf("agent task --plan shows the plan in a form for approval, but stdin/stdout is not a terminal")
+	}
 	labels, err := parseLabelFlags(opts.Labels)
 	if err != nil {
 		return err
@@ -281,6 +290,7 @@ func taskRun(ctx context.Context, opts *TaskOptions) (err error) {
 		return err
 	}
 	defer run.Close()
+	run.Plan = opts.Plan
 	if strings.HasPrefix(cfg.LLM.URL, orchestrator.ScriptPrefix) {
 		r.Emit(event.Event{Kind: event.Notice, Task: run.Task.ID,
 			Text: "using a SCRIPTED model (" + cfg.LLM.URL + "): its replies are canned, not a real model's"})
@@ -343,8 +353,16 @@ func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orche
 	if jsonOut {
 		human, tty, width = ios.ErrOut, ios.ErrTTY, ios.ErrWidth()
 	}
+	if ios.CanPrompt() && !jsonOut {
+		// ask_user and plan approval answer in forms; without a terminal
+		// the agent is told that no user is available.
+		o.SetUser(&formUser{ios: ios, r: r})
+	}
 	for {
-		if err := run.Execute(ctx); err != nil {
+		err := run.Execute(ctx)
+		// A plan is approved once; a follow-up round works normally.
+		run.Plan = false
+		if err != nil {
 			r.Close()
 			if errors.Is(err, orchestrator.ErrInterrupted) {
 				fmt.Fprintf(ios.ErrOut, "agent: task %s interrupted; its worktree keeps every change: `agent resume %s` continues it\n", t.ID, t.ID)
