@@ -15,8 +15,8 @@ import (
 
 	"github.com/localagent/agent/agent"
 	"github.com/localagent/agent/agent/event"
-	"github.com/localagent/agent/orchestrator/failpoint"
 	"github.com/localagent/agent/agent/llm"
+	"github.com/localagent/agent/orchestrator/failpoint"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"

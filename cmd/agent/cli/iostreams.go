@@ -42,8 +42,8 @@ type IOStreams struct {
 	// jsonDone: the command printed its final JSON object itself.
 	jsonDone bool
 
-	pager *exec.Cmd
-	out   io.Writer // Out before the pager replaced it
+	pager  *exec.Cmd
+	out    io.Writer // Out before the pager replaced it
 	pumpMu sync.Mutex
 	pump   *keyPump // shares a non-file In between forms (keypump.go)
 }
