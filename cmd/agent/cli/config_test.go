@@ -305,3 +305,17 @@ func TestCheckKeyUnderMaps(t *testing.T) {
 		}
 	}
 }
+
+// A swap of two neighbouring letters is one edit: the typo's own key wins
+// over another key two plain edits away.
+func TestEditDistanceCountsSwaps(t *testing.T) {
+	if d := editDistance("sandbox.pdis", "sandbox.pids"); d != 1 {
+		t.Errorf("pdis/pids = %d, want 1", d)
+	}
+	if d := editDistance("sandbox.pdis", "sandbox.disk"); d != 2 {
+		t.Errorf("pdis/disk = %d, want 2", d)
+	}
+	if err := checkKey("sandbox.pdis"); err == nil || !strings.Contains(err.Error(), `"sandbox.pids"`) {
+		t.Errorf("checkKey(sandbox.pdis) = %v, want a suggestion of sandbox.pids", err)
+	}
+}

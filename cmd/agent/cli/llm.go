@@ -69,7 +69,7 @@ func addLLMFlags(cmd *cobra.Command) *llmFlags {
 		return []cobra.Completion{"gguf"}, cobra.ShellCompDirectiveFilterFileExt
 	})
 	lf := &llmFlags{fs: fl}
-	fl.StringVar(&lf.instance, "instance", "", "run a second, separately named server of this state directory (a second model)")
+	fl.StringVar(&lf.instance, "instance", "", "run a second, separately named server `NAME` of this state directory (a second model)")
 	fl.StringArrayVar(&lf.labels, "label", nil, "extra container label KEY=VALUE (repeatable)")
 	_ = fl.MarkHidden("label")
 	return lf

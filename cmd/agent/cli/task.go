@@ -106,7 +106,7 @@ status 3.`,
 	fl.StringVar(&opts.Approve, "approve", approveAsk, "decision after review: `ask|merge|squash|merge-if-green|squash-if-green|keep|discard`")
 	_ = cmd.RegisterFlagCompletionFunc("approve", completeApprove)
 	fl.BoolVar(&opts.IncludeUncommitted, "include-uncommitted", false, "start from a snapshot of the checkout's uncommitted changes")
-	fl.StringVar(&opts.GPUs, "gpus", "", "give the task's sandbox NVIDIA GPUs for CUDA tests: all, or ids like 0,1 (default: none; shown in the review)")
+	fl.StringVar(&opts.GPUs, "gpus", "", "give the task's sandbox NVIDIA GPUs for CUDA tests, `all|IDS` (ids like 0,1; default: none; shown in the review)")
 	fl.BoolVar(&opts.JSON, "json", false, "stream events as JSON lines on stdout; the last line is the result")
 	fl.BoolVar(&opts.Plan, "plan", false, "plan mode: the agent may only read until you approve its plan (needs a terminal)")
 	opts.Run.add(cmd)
