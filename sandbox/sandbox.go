@@ -43,7 +43,7 @@ type Sandbox struct {
 	// (e.g. handing the workspace to an unprivileged uid); empty otherwise.
 	Notice string `json:"notice,omitempty"`
 
-	e *Engine
+	drv Driver // the backend's operations on this sandbox (see Bind)
 
 	// shell is Spec.Shell (or LabelShell of a found sandbox): the bash
 	// tool's shell; "" lets the toolbox choose (bash where the image has it).
@@ -114,7 +114,7 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	sb := &Sandbox{
 		ID: created.ID, Name: name, Image: s.Image, Workspace: s.Workspace,
 		User: user.String(), State: "running", Created: time.Now(),
-		Labels: cfg.Labels, Notice: notice, e: e, shell: s.Shell,
+		Labels: cfg.Labels, Notice: notice, drv: e, shell: s.Shell,
 	}
 	sb.openAsync()
 	return sb, nil
@@ -246,7 +246,7 @@ func (e *Engine) fromSummary(c container.Summary) *Sandbox {
 	return &Sandbox{
 		ID: c.ID, Name: name, Image: c.Image, Workspace: c.Labels[LabelWorkspace],
 		User: c.Labels[LabelUser], State: string(c.State), Created: time.Unix(c.Created, 0),
-		Labels: c.Labels, e: e, shell: c.Labels[LabelShell],
+		Labels: c.Labels, drv: e, shell: c.Labels[LabelShell],
 	}
 }
 
@@ -295,7 +295,7 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 // Remove closes the sandbox's session and removes its container.
 func (s *Sandbox) Remove(ctx context.Context) error {
 	s.Close()
-	return s.e.Remove(ctx, s.ID)
+	return s.drv.Remove(ctx, s.ID)
 }
 
 // Close ends the toolbox session (the container keeps running). A closed
@@ -313,19 +313,24 @@ func (s *Sandbox) Close() {
 
 // checkRunning turns "cannot exec" into a clear error about the container.
 func (s *Sandbox) checkRunning(ctx context.Context) error {
-	ins, err := s.e.api.ContainerInspect(ctx, s.ID)
+	return s.drv.CheckRunning(ctx, s.ID)
+}
+
+// CheckRunning implements Driver: nil when container id can run commands.
+func (e *Engine) CheckRunning(ctx context.Context, id string) error {
+	ins, err := e.api.ContainerInspect(ctx, id)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return fmt.Errorf("sandbox %s no longer exists (it was removed): create a new one: %w", shortID(s.ID), ErrNotFound)
+			return fmt.Errorf("sandbox %s no longer exists (it was removed): create a new one: %w", shortID(id), ErrNotFound)
 		}
-		return s.e.wrap("inspecting sandbox "+shortID(s.ID), err)
+		return e.wrap("inspecting sandbox "+shortID(id), err)
 	}
 	if ins.State == nil || !ins.State.Running || ins.State.Paused || ins.State.Restarting {
 		st := ins.State
 		if st == nil {
-			return notRunning(s.ID, "", 0, false)
+			return notRunning(id, "", 0, false)
 		}
-		return notRunning(s.ID, string(st.Status), st.ExitCode, st.OOMKilled)
+		return notRunning(id, string(st.Status), st.ExitCode, st.OOMKilled)
 	}
 	return nil
 }

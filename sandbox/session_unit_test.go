@@ -187,7 +187,7 @@ func (f *fakeEngine) closeAll() {
 }
 
 func fakeSandbox(t *testing.T, f *fakeEngine) *Sandbox {
-	sb := &Sandbox{ID: "c0ffee", User: "1000:1000", e: &Engine{api: f}}
+	sb := &Sandbox{ID: "c0ffee", User: "1000:1000", drv: &Engine{api: f}}
 	t.Cleanup(func() { sb.Close(); f.closeAll() })
 	return sb
 }
@@ -345,8 +345,8 @@ func TestSessionRejectsForeignFrames(t *testing.T) {
 	}
 	t.Run("control", func(t *testing.T) {
 		sb := fakeSandbox(t, newFake())
-		sb.e.lenientFrames = true
-		sb.e.frameLimit = -1
+		sb.drv.(*Engine).lenientFrames = true
+		sb.drv.(*Engine).frameLimit = -1
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if _, err := sb.Tool(ctx, "fast", nil); err != nil {
@@ -357,8 +357,8 @@ func TestSessionRejectsForeignFrames(t *testing.T) {
 		}
 		// A fresh session: answers sprayed above may still be in flight.
 		sb = fakeSandbox(t, newFake())
-		sb.e.lenientFrames = true
-		sb.e.frameLimit = -1
+		sb.drv.(*Engine).lenientFrames = true
+		sb.drv.(*Engine).frameLimit = -1
 		if r, err := sb.Tool(ctx, "huge", nil); err != nil || len(r.Output) != toolbox.MaxResponseBytes {
 			t.Fatalf("control: without the bound the huge frame should be read whole, got %d bytes, %v", len(r.Output), err)
 		}

@@ -66,6 +66,16 @@ type Docker interface {
 
 var _ Docker = (*client.Client)(nil)
 
+// Connect opens a client for the engine named by the environment
+// (DOCKER_HOST...), negotiating the API version. The caller closes it.
+func Connect() (*client.Client, error) {
+	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	return c, nil
+}
+
 // Request is one environment to make present.
 type Request struct {
 	Def *Definition
@@ -118,7 +128,7 @@ type Result struct {
 // Builder makes environments present.
 type Builder struct {
 	Docker    Docker
-	Sandboxes *sandbox.Engine
+	Sandboxes sandbox.Backend
 }
 
 // RefuseError says why a build is not even tried: the repository asked

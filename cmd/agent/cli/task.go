@@ -217,7 +217,7 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 		StateDir:      cfg.StateDir,
 		DiskLimit:     diskLimit,
 		MinFree:       minFree,
-		Engine:        func(ctx context.Context) (*sandbox.Engine, error) { return sandboxEngine(ctx, f) },
+		Engine:        func(ctx context.Context) (sandbox.Backend, error) { return sandboxBackend(ctx, f) },
 		Sandbox:       spec,
 		ToolboxError:  tbErr,
 		Sink:          sink,
