@@ -251,9 +251,10 @@ func ChooseUser(callerUID, callerGID, ownerUID, ownerGID int) UserChoice {
 	}
 }
 
-// containerConfig turns a defaulted Spec into the engine's create request.
-// It is pure so that every hardening decision is unit-tested.
-func containerConfig(s Spec, user UserChoice) (*container.Config, *container.HostConfig, error) {
+// SandboxLabels are the labels every backend puts on a sandbox made from s
+// running as user: s.Labels, then the project's own keys, which s.Labels
+// cannot override (List, Get and gc find sandboxes by them).
+func (s Spec) SandboxLabels(user UserChoice) map[string]string {
 	labels := map[string]string{}
 	for k, v := range s.Labels {
 		labels[k] = v
@@ -271,6 +272,13 @@ func containerConfig(s Spec, user UserChoice) (*container.Config, *container.Hos
 	if s.Shell != "" {
 		labels[LabelShell] = s.Shell
 	}
+	return labels
+}
+
+// containerConfig turns a defaulted Spec into the engine's create request.
+// It is pure so that every hardening decision is unit-tested.
+func containerConfig(s Spec, user UserChoice) (*container.Config, *container.HostConfig, error) {
+	labels := s.SandboxLabels(user)
 
 	env := append([]string{"HOME=" + HomeDir, "USER=agent"}, s.Env...)
 	cfg := &container.Config{
