@@ -148,3 +148,73 @@ func TestLocalTaskMergeKeepDiscard(t *testing.T) {
 		})
 	}
 }
+
+// TestLocalGCDecisions: gc removes this state directory's sandboxes whose
+// task is not running (clearing the record's SandboxID), keeps a running
+// task's, and never touches another state directory's. A finished task's
+// worktree with uncommitted changes is kept.
+func TestLocalGCDecisions(t *testing.T) {
+	f := newLocalFixture(t, writeGreetScript)
+	ctx := context.Background()
+	task := f.run(t)
+	mine, err := f.local.Create(ctx, sandbox.Spec{Workspace: task.Worktree, Task: task.ID, StateID: f.o.stateID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := f.local.Create(ctx, sandbox.Spec{Workspace: task.Worktree, Task: task.ID, StateID: "another-state"})
+	task.SandboxID = mine.ID
+	if err := f.o.store.Save(task); err != nil {
+		t.Fatal(err)
+	}
+
+	// While the task's process holds its claim, its sandbox stays.
+	release, err := f.o.store.Claim(task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := f.o.GC(ctx)
+	release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.RemovedContainers) != 0 || len(rep.Kept) == 0 || !strings.Contains(rep.Kept[0], "is running") {
+		t.Fatalf("gc with the task alive: %+v", rep)
+	}
+	if _, err := f.local.Get(ctx, mine.ID); err != nil {
+		t.Fatalf("a running task's sandbox was removed: %v", err)
+	}
+
+	rep, err = f.o.GC(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.RemovedContainers, []string{short(mine.ID)}) {
+		t.Errorf("removed %v, want only %s", rep.RemovedContainers, short(mine.ID))
+	}
+	if _, err := f.local.Get(ctx, other.ID); err != nil {
+		t.Errorf("another state directory's sandbox was removed: %v", err)
+	}
+	if cur, _ := f.o.store.Load(task.ID); cur.SandboxID != "" {
+		t.Errorf("record still names removed sandbox %s", cur.SandboxID)
+	}
+
+	// A discarded task's worktree with uncommitted work is kept by gc.
+	if err := os.WriteFile(filepath.Join(task.Worktree, "wip.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cur, _ := f.o.store.Load(task.ID)
+	cur.State = store.Discarded
+	if err := f.o.store.Save(cur); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = f.o.GC(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.RemovedWorktrees) != 0 || !strings.Contains(strings.Join(rep.Kept, "\n"), "uncommitted") {
+		t.Errorf("gc of a worktree with uncommitted changes: %+v", rep)
+	}
+	if _, err := os.Stat(filepath.Join(task.Worktree, "wip.txt")); err != nil {
+		t.Errorf("uncommitted work lost: %v", err)
+	}
+}
