@@ -218,3 +218,55 @@ func TestLocalGCDecisions(t *testing.T) {
 		t.Errorf("uncommitted work lost: %v", err)
 	}
 }
+
+// TestLocalSubAgentApply: a sub-agent works in its own worktree and
+// sandbox; its file comes back into the parent's commit, and its sandbox,
+// worktree and branch are gone afterwards.
+func TestLocalSubAgentApply(t *testing.T) {
+	f := newLocalFixture(t, `model: scripted
+slots: 1
+turns:
+  - tool_calls:
+      - {name: spawn_agents, arguments: {tasks: [{name: helper, prompt: "write sub.txt"}]}}
+  - tool_calls:
+      - {name: write_file, arguments: {path: sub.txt, content: "from the sub-agent\n"}}
+  - text: Wrote sub.txt.
+  - expect: {tool_result_contains: "helper"}
+    text: The helper wrote sub.txt.
+`)
+	f.o.opts.SubAgents = true
+	ctx := context.Background()
+	task := f.run(t)
+	rev, err := f.o.Review(ctx, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, fs := range rev.Stat.Files {
+		files = append(files, fs.Path)
+	}
+	if !slices.Equal(files, []string{"sub.txt"}) {
+		t.Fatalf("parent's changes: %v, want the sub-agent's sub.txt", files)
+	}
+	creates, removes := 0, 0
+	for _, op := range f.local.Ops() {
+		creates += boolInt(strings.HasPrefix(op, "create "))
+		removes += boolInt(strings.HasPrefix(op, "remove "))
+	}
+	if creates != 2 || removes != 2 {
+		t.Errorf("backend: %d creates, %d removes, want 2 and 2: %q", creates, removes, f.local.Ops())
+	}
+	if left := testGit(t, f.repo, "branch", "--list", task.Branch+"-sub-*"); left != "" {
+		t.Errorf("sub-agent branch left after apply: %s", left)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(task.Worktree)); len(ents) != 1 {
+		t.Errorf("worktrees left: %d, want only the task's", len(ents))
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
