@@ -6,13 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -144,66 +140,6 @@ func (e *Engine) cleanupLate(ctx context.Context, name string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// chooseUser applies ChooseUser to the spec and, when the sandbox user must
-// own the workspace, hands it over.
-func chooseUser(s Spec) (UserChoice, string, error) {
-	if s.User != "" {
-		uid, gid, err := parseUser(s.User)
-		return UserChoice{UID: uid, GID: gid}, "", err
-	}
-	fi, err := os.Stat(s.Workspace)
-	if err != nil {
-		return UserChoice{}, "", fmt.Errorf("workspace %s: %w", s.Workspace, err)
-	}
-	ownerUID, ownerGID := 0, 0
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		ownerUID, ownerGID = int(st.Uid), int(st.Gid)
-	}
-	u := ChooseUser(os.Geteuid(), os.Getegid(), ownerUID, ownerGID)
-	if !u.Chown {
-		return u, "", nil
-	}
-	if s.RefuseChown {
-		return u, "", &ChownRefusedError{Workspace: s.Workspace, UID: u.UID}
-	}
-	if err := chownAllowed(s.Workspace); err != nil {
-		return u, "", err
-	}
-	if err := chownTree(s.Workspace, u.UID, u.GID); err != nil {
-		return u, "", fmt.Errorf("handing workspace %s to uid %s so the unprivileged sandbox can write it: %w", s.Workspace, u, err)
-	}
-	return u, fmt.Sprintf("running as root: the sandbox runs as unprivileged %s and the workspace %s was chowned to it", u, s.Workspace), nil
-}
-
-// chownAllowed refuses to hand over, unasked, a directory whose change of
-// owner would damage the host: a top-level directory (/root, /etc, /srv)
-// or one holding the caller's home.
-func chownAllowed(ws string) error {
-	clean := filepath.Clean(ws)
-	refuse := strings.Count(clean, string(filepath.Separator)) < 2
-	if home, err := os.UserHomeDir(); err == nil && home != "" {
-		if rel, err := filepath.Rel(clean, home); err == nil && (rel == "." || !strings.HasPrefix(rel, "..")) {
-			refuse = true
-		}
-	}
-	if refuse {
-		return fmt.Errorf("running as root, the sandbox would need workspace %s handed to unprivileged uid %d, and that directory is too important to chown: use a project directory, or give the user to run as explicitly (--user UID:GID)", ws, NobodyUID)
-	}
-	return nil
-}
-
-// chownTree changes the owner of every entry under root without following
-// symlinks (Lchown), so a link in the workspace cannot redirect the chown to
-// a host file.
-func chownTree(root string, uid, gid int) error {
-	return filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, uid, gid)
-	})
 }
 
 func randomHex(n int) string {

@@ -466,7 +466,7 @@ func (b *Builder) setup(ctx context.Context, req *Request, img string, res Resul
 		return fmt.Errorf("exporting the project for setup: %w", err)
 	}
 	if req.User.Chown {
-		if err := chownTree(ws, req.User.UID, req.User.GID); err != nil {
+		if err := sandbox.HandOver(ws, req.User); err != nil {
 			return err
 		}
 	}
@@ -634,16 +634,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// chownTree hands a fresh export to the sandbox user (Lchown: never
-// through a symlink). Only directories this package just created are
-// walked.
-func chownTree(root string, uid, gid int) error {
-	return filepath.WalkDir(root, func(p string, _ os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, uid, gid)
-	})
 }
