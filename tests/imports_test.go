@@ -20,7 +20,7 @@ var importRules = map[string][]string{
 	"tests":        {"*"},
 	"orchestrator": {"sandbox", "agent", "policy", "images", "compose"},
 	"sandbox":      {"policy"},
-	"images":       {},
+	"images":       {"policy"},
 	"agent":        {"policy"},
 	"policy":       {},
 	"compose":      {},

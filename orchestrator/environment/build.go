@@ -40,9 +40,9 @@ const (
 	// plus Debian packages, shared by every repository that asks for them.
 	RepoPrefix      = "agent/env-"
 	packagesRepo    = "agent/env-packages"
-	LabelEnvHash    = "dev.localagent.env.hash"
-	LabelEnvRepo    = "dev.localagent.env.repo"
-	LabelEnvPackage = "dev.localagent.env.packages"
+	LabelEnvHash    = policy.LabelEnvHash
+	LabelEnvRepo    = policy.LabelEnvRepo
+	LabelEnvPackage = policy.LabelEnvPackages
 	// KindBuild is the LabelKind of the short-lived package-install
 	// container.
 	KindBuild = "env-build"
