@@ -86,6 +86,9 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	if e.Podman {
+		podmanHostConfig(hc)
+	}
 	name := s.Name
 	if name == "" {
 		name = "agent-sandbox-" + randomHex(6)

@@ -4,12 +4,15 @@
 # Docker daemon's configuration. Needs root (to create the user) and Debian's
 # podman, uidmap and catatonit (podman's --init binary) packages.
 #
-# State: the engine connects (API 1.41, seccomp reported), images load and
-# containers are created, but the hardened spec does not start yet: Podman 4.3
-# rejects the tmpfs "uid=" mount option the spec uses, and on cgroup v1 it
-# ignores resource limits for rootless containers (memory, pids), which the
-# hardening tests must then report as a failure, not skip. Not part of CI
-# until it passes.
+# State (Podman 4.3, cgroup v1, this project's VM): the engine is detected
+# (Engine.Podman) and sandboxes start (keep-id user namespace, tmpfs "U"),
+# sessions and tool calls work (TestConcurrentToolCalls passes), but the
+# hardening suite does not pass, for reasons that are real gaps, not test
+# artefacts: rootless containers on cgroup v1 get NO memory/pids/cpu limits
+# ("Resource limits are not supported and ignored") and cannot be paused
+# (so Freeze fails and host steps cannot run on a frozen sandbox); inspect
+# reports capabilities as a list and no seccomp profile; the control
+# containers need slirp4netns (/dev/net/tun). Not part of CI until it passes.
 #
 # Usage: scripts/podman-rootless-tests.sh [go test -run pattern]
 set -eu
