@@ -65,6 +65,9 @@ type Engine struct {
 	// Podman is set when the engine is Podman's Docker-compatible service,
 	// whose create request differs in places (see podmanHostConfig).
 	Podman bool
+	// Rootless is set when the engine runs in a user namespace
+	// (security option "name=rootless").
+	Rootless bool
 
 	closer func() error // set when Connect opened the client
 
@@ -135,6 +138,11 @@ func newEngine(ctx context.Context, api engine, host string) (*Engine, error) {
 		return nil, connectError(host, err)
 	}
 	e.ServerVersion = info.ServerVersion
+	for _, opt := range info.SecurityOptions {
+		if opt == "name=rootless" || strings.HasPrefix(opt, "name=rootless,") {
+			e.Rootless = true
+		}
+	}
 	if v, err := api.ServerVersion(ctx); err == nil {
 		for _, c := range v.Components {
 			if strings.HasPrefix(c.Name, "Podman") {

@@ -14,7 +14,7 @@ func TestPodmanHostConfig(t *testing.T) {
 		HomeDir: "rw,nosuid,nodev,size=64m,mode=0700,uid=1000,gid=1000",
 		"/tmp":  "rw,nosuid,nodev,size=64m",
 	}}
-	podmanHostConfig(hc)
+	podmanHostConfig(hc, true)
 	if got := hc.Tmpfs[HomeDir]; got != "rw,nosuid,nodev,size=64m,mode=0700,U" {
 		t.Errorf("home tmpfs: %q", got)
 	}
@@ -23,5 +23,10 @@ func TestPodmanHostConfig(t *testing.T) {
 	}
 	if hc.UsernsMode != "keep-id" {
 		t.Errorf("userns %q", hc.UsernsMode)
+	}
+	rootful := &container.HostConfig{}
+	podmanHostConfig(rootful, false)
+	if rootful.UsernsMode != "" {
+		t.Errorf("rootful podman: userns %q (keep-id is rootless only)", rootful.UsernsMode)
 	}
 }

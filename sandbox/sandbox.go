@@ -87,7 +87,7 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		return nil, err
 	}
 	if e.Podman {
-		podmanHostConfig(hc)
+		podmanHostConfig(hc, e.Rootless)
 	}
 	name := s.Name
 	if name == "" {

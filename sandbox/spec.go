@@ -258,8 +258,8 @@ func ChooseUser(callerUID, callerGID, ownerUID, ownerGID int) UserChoice {
 // Rootless, the engine's user namespace maps container uid N to a
 // subordinate id, so a workspace owned by the caller would be read-only to
 // the sandbox user; "keep-id" maps the caller's uid to itself.
-func podmanHostConfig(hc *container.HostConfig) {
-	if hc.UsernsMode == "" {
+func podmanHostConfig(hc *container.HostConfig, rootless bool) {
+	if rootless && hc.UsernsMode == "" {
 		hc.UsernsMode = "keep-id"
 	}
 	for target, opts := range hc.Tmpfs {
