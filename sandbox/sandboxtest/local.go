@@ -232,11 +232,15 @@ func (l *Local) setFrozen(id string, frozen bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.boxes[id]
-	if b == nil || b.removed {
-		return fmt.Errorf("sandbox %s no longer exists: %w", id, sandbox.ErrNotFound)
-	}
-	if b.frozen == frozen {
-		return fmt.Errorf("sandbox %s: already %s: %w", id, map[bool]string{true: "frozen", false: "running"}[frozen], sandbox.ErrNotRunning)
+	switch {
+	case b == nil || b.removed:
+		return nil // gone: no process of it can run (as Engine.Freeze)
+	case frozen && b.frozen:
+		// Engine.Freeze waits for another holder's freeze to end; in
+		// process there is no other holder to wait for.
+		return fmt.Errorf("sandbox %s is frozen by another holder: %w", id, sandbox.ErrNotRunning)
+	case !frozen && !b.frozen:
+		return nil // thawing one that is not frozen is not an error
 	}
 	b.frozen = frozen
 	l.record(map[bool]string{true: "freeze", false: "thaw"}[frozen], id)
