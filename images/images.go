@@ -3,6 +3,8 @@ package images
 import (
 	"fmt"
 	"strings"
+
+	"github.com/localagent/agent/policy"
 )
 
 // Image references the project builds. Other packages and tests use these
@@ -39,24 +41,23 @@ func IsGPUBackend(backend string) bool { return backend == BackendCUDA || backen
 const (
 	// LabelImage names which project image this is ("sandbox", "busybox",
 	// "llama-server"); List and Save find project images by it.
-	LabelImage = "dev.localagent.image"
+	LabelImage = policy.LabelImage
 	// LabelBuild records how the image was built (tool, suite, mirror,
 	// time), so an image found on a machine says where it came from.
-	LabelBuild = "dev.localagent.build"
+	LabelBuild = policy.LabelBuild
 	// LabelBackend is set on llama-server images: the ggml backend they
 	// carry (BackendCPU, BackendCUDA, BackendVulkan). The managed server
 	// reads it to refuse a GPU request an image cannot serve, and to pick
 	// a GPU image when llm.gpus is auto.
-	LabelBackend = "dev.localagent.llm.backend"
+	LabelBackend = policy.LabelLLMBackend
 	// LabelTest marks resources a test created, with a value unique to
 	// that test, so cleanup removes exactly what the test made.
-	LabelTest = "dev.localagent.test"
+	LabelTest = policy.LabelTest
 	// LabelManaged and LabelKind are the project-wide keys every
-	// container carries (the same strings the sandbox package uses; this
-	// package imports nothing of the project). They are set on the
+	// container carries (policy holds the one list). They are set on the
 	// short-lived container that checks a new image.
-	LabelManaged = "dev.localagent.managed"
-	LabelKind    = "dev.localagent.kind"
+	LabelManaged = policy.LabelManaged
+	LabelKind    = policy.LabelKind
 	// KindImageCheck is the LabelKind of that container.
 	KindImageCheck = "image-check"
 )

@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/docker/docker/client"
-
 	"github.com/localagent/agent/agent/event"
 	"github.com/localagent/agent/images"
 	"github.com/localagent/agent/orchestrator/environment"
@@ -161,7 +159,7 @@ func (o *Orchestrator) planEnvironment(ctx context.Context, repo *worktree.Repo,
 	}
 	p := &EnvPlan{Def: def, Source: source, Lockfiles: lockNames, Ecosystems: req.Ecosystems, CacheDir: caches.Dir,
 		Mirror: mirror, Egress: o.opts.Environment.Egress.String(), req: req}
-	dc, err := dockerClient()
+	dc, err := environment.Connect()
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +185,7 @@ func (o *Orchestrator) BuildEnvironment(ctx context.Context, p *EnvPlan, force b
 	if o.opts.Sandbox.Toolbox == "" || o.opts.ToolboxError != nil {
 		return environment.Result{}, errors.Join(errors.New("environment builds need the toolbox binary"), o.opts.ToolboxError)
 	}
-	dc, err := dockerClient()
+	dc, err := environment.Connect()
 	if err != nil {
 		return environment.Result{}, err
 	}
@@ -263,12 +261,4 @@ func hostGoDownloadCache() string {
 		return d
 	}
 	return ""
-}
-
-func dockerClient() (*client.Client, error) {
-	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		return nil, fmt.Errorf("docker client: %w", err)
-	}
-	return c, nil
 }

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/localagent/agent/agent"
@@ -600,18 +599,13 @@ func (r *Run) recorder() (event.Sink, func()) {
 	}
 }
 
-// sandboxUser picks the sandbox's uid:gid for a worktree (see
-// sandbox.ChooseUser).
+// sandboxUser picks the sandbox's uid:gid for a worktree.
 func sandboxUser(dir string) (sandbox.UserChoice, error) {
-	fi, err := os.Stat(dir)
+	u, err := sandbox.WorkspaceUser(dir)
 	if err != nil {
-		return sandbox.UserChoice{}, fmt.Errorf("task worktree: %w", err)
+		return u, fmt.Errorf("task worktree: %w", err)
 	}
-	owner, group := 0, 0
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		owner, group = int(st.Uid), int(st.Gid)
-	}
-	return sandbox.ChooseUser(os.Geteuid(), os.Getegid(), owner, group), nil
+	return u, nil
 }
 
 // populate checks out a new task worktree and, when the sandbox runs as

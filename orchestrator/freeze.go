@@ -106,7 +106,7 @@ type freezeCounts struct {
 	n  map[string]int
 }
 
-func (f *freezeCounts) freeze(ctx context.Context, e *sandbox.Engine, id string) error {
+func (f *freezeCounts) freeze(ctx context.Context, e sandbox.Backend, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.n[id] == 0 {
@@ -118,7 +118,7 @@ func (f *freezeCounts) freeze(ctx context.Context, e *sandbox.Engine, id string)
 	return nil
 }
 
-func (f *freezeCounts) thaw(ctx context.Context, e *sandbox.Engine, id string) error {
+func (f *freezeCounts) thaw(ctx context.Context, e sandbox.Backend, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.n[id]--

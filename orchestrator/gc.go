@@ -120,8 +120,7 @@ func (o *Orchestrator) GC(ctx context.Context) (GCReport, error) {
 		}
 		rep.RemovedContainers = append(rep.RemovedContainers, short(sb.ID))
 		if t, ok := byID[id]; ok && t.SandboxID == sb.ID {
-			t.SandboxID = ""
-			_ = o.store.Save(t)
+			o.clearSandboxID(t.ID, sb.ID)
 		}
 	}
 
@@ -296,4 +295,19 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// clearSandboxID forgets a removed sandbox in task id's record, under the
+// task's claim and on a fresh read, so that a run that started meanwhile
+// (and owns the record) is never overwritten by gc's stale copy.
+func (o *Orchestrator) clearSandboxID(id, sandboxID string) {
+	release, err := o.store.Claim(id)
+	if err != nil {
+		return // a live run owns the record
+	}
+	defer release()
+	if cur, err := o.store.Load(id); err == nil && cur.SandboxID == sandboxID {
+		cur.SandboxID = ""
+		_ = o.store.Save(cur)
+	}
 }

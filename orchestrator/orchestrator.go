@@ -23,9 +23,11 @@ import (
 type Options struct {
 	// StateDir holds task records, worktrees, sessions, logs and locks.
 	StateDir string
-	// Engine connects to Docker. It is called only by operations that need
-	// containers, so listing tasks or showing a diff works without a daemon.
-	Engine func(ctx context.Context) (*sandbox.Engine, error)
+	// Engine connects to the sandbox backend (Docker or Podman; an
+	// in-process one in unit tests). It is called only by operations that
+	// need sandboxes, so listing tasks or showing a diff works without an
+	// engine.
+	Engine func(ctx context.Context) (sandbox.Backend, error)
 	// Sandbox is the template of every task's sandbox (image, toolbox,
 	// limits, runtime, extra labels); Workspace, Task and StateID are set
 	// per task.
@@ -92,7 +94,7 @@ type Orchestrator struct {
 	stateID string
 
 	engOnce sync.Once
-	eng     *sandbox.Engine
+	eng     sandbox.Backend
 	engErr  error
 }
 
@@ -127,7 +129,7 @@ func StateID(stateDir string) string {
 // Store is the task store.
 func (o *Orchestrator) Store() *store.Store { return o.store }
 
-func (o *Orchestrator) engine(ctx context.Context) (*sandbox.Engine, error) {
+func (o *Orchestrator) engine(ctx context.Context) (sandbox.Backend, error) {
 	o.engOnce.Do(func() {
 		if o.opts.Engine == nil {
 			o.engErr = errors.New("orchestrator: no Docker engine configured")

@@ -16,6 +16,11 @@
 // toolbox.MaxResponseBytes, and ends on anything else; the per-call
 // fallback and Run bound what they keep the same way.
 //
+// Backend is what the orchestrator sees of an engine (Engine is the Docker
+// implementation; sandboxtest.Local an in-process one for unit tests); each
+// Sandbox reaches its backend only through the Driver it was bound with, so
+// no engine SDK type crosses this package's API.
+//
 // It must never touch workspace files from the host on the agent's behalf
 // (the one exception is handing a root-owned workspace to the unprivileged
 // sandbox user at create, without following symlinks, unless

@@ -32,6 +32,7 @@ const MinAPIVersion = "1.40"
 type engine interface {
 	Ping(ctx context.Context) (types.Ping, error)
 	Info(ctx context.Context) (system.Info, error)
+	ServerVersion(ctx context.Context) (types.Version, error)
 	ClientVersion() string
 	ImageInspect(ctx context.Context, ref string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
 	ContainerCreate(ctx context.Context, cfg *container.Config, hc *container.HostConfig, nc *network.NetworkingConfig, p *ocispec.Platform, name string) (container.CreateResponse, error)
@@ -61,6 +62,12 @@ type Engine struct {
 	Runtimes []string
 	// DefaultRuntime is the runtime used when a Spec names none.
 	DefaultRuntime string
+	// Podman is set when the engine is Podman's Docker-compatible service,
+	// whose create request differs in places (see podmanHostConfig).
+	Podman bool
+	// Rootless is set when the engine runs in a user namespace
+	// (security option "name=rootless").
+	Rootless bool
 
 	closer func() error // set when Connect opened the client
 
@@ -131,6 +138,18 @@ func newEngine(ctx context.Context, api engine, host string) (*Engine, error) {
 		return nil, connectError(host, err)
 	}
 	e.ServerVersion = info.ServerVersion
+	for _, opt := range info.SecurityOptions {
+		if opt == "name=rootless" || strings.HasPrefix(opt, "name=rootless,") {
+			e.Rootless = true
+		}
+	}
+	if v, err := api.ServerVersion(ctx); err == nil {
+		for _, c := range v.Components {
+			if strings.HasPrefix(c.Name, "Podman") {
+				e.Podman = true
+			}
+		}
+	}
 	e.DefaultRuntime = info.DefaultRuntime
 	for name := range info.Runtimes {
 		e.Runtimes = append(e.Runtimes, name)

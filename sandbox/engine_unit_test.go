@@ -24,7 +24,10 @@ type checkEngine struct {
 
 func (c *checkEngine) Ping(context.Context) (types.Ping, error)  { return c.ping, c.pingErr }
 func (c *checkEngine) Info(context.Context) (system.Info, error) { return c.info, nil }
-func (c *checkEngine) ClientVersion() string                     { return c.ping.APIVersion }
+func (c *checkEngine) ServerVersion(context.Context) (types.Version, error) {
+	return types.Version{}, nil
+}
+func (c *checkEngine) ClientVersion() string { return c.ping.APIVersion }
 func (c *checkEngine) ImageInspect(context.Context, string, ...client.ImageInspectOption) (image.InspectResponse, error) {
 	return image.InspectResponse{}, c.imageErr
 }

@@ -68,7 +68,7 @@ func (s *Sandbox) Exec(ctx context.Context, opts ExecOptions) (ExecResult, error
 		opts.WorkingDir = toolbox.WorkspaceRoot
 	}
 	start := time.Now()
-	code, err := s.e.exec(ctx, s.ID, opts)
+	code, err := s.drv.Exec(ctx, s.ID, opts)
 	res := ExecResult{ExitCode: code, Duration: time.Since(start)}
 	if err != nil && s.isGone(err) {
 		if rerr := s.checkRunning(context.WithoutCancel(ctx)); rerr != nil {
@@ -95,11 +95,12 @@ func (s *Sandbox) Run(ctx context.Context, cmd ...string) (ExecResult, error) {
 // isGone reports an engine error that means the container cannot run
 // execs: it was removed (not found) or is not running (conflict).
 func (s *Sandbox) isGone(err error) bool {
-	return cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err)
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrNotRunning) ||
+		cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err)
 }
 
-// exec is create -> attach -> copy -> inspect.
-func (e *Engine) exec(ctx context.Context, id string, opts ExecOptions) (int, error) {
+// Exec implements Driver: create -> attach -> copy -> inspect.
+func (e *Engine) Exec(ctx context.Context, id string, opts ExecOptions) (int, error) {
 	created, err := e.api.ContainerExecCreate(ctx, id, container.ExecOptions{
 		User:         opts.User,
 		Tty:          opts.TTY,

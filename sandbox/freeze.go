@@ -39,11 +39,11 @@ var ErrCannotFreeze = errors.New("the container engine cannot freeze a sandbox")
 // never release it under this one. Within one process, callers that may
 // overlap count their freezes themselves. The caller must Thaw the sandbox
 // when the run continues; a frozen sandbox can be removed as it is.
-func (s *Sandbox) Freeze(ctx context.Context) error { return s.e.Freeze(ctx, s.ID) }
+func (s *Sandbox) Freeze(ctx context.Context) error { return s.drv.Freeze(ctx, s.ID) }
 
 // Thaw resumes a sandbox stopped by Freeze. Thawing one that is not frozen
 // is not an error.
-func (s *Sandbox) Thaw(ctx context.Context) error { return s.e.Thaw(ctx, s.ID) }
+func (s *Sandbox) Thaw(ctx context.Context) error { return s.drv.Thaw(ctx, s.ID) }
 
 // Freeze freezes the container id (see Sandbox.Freeze).
 func (e *Engine) Freeze(ctx context.Context, id string) error {

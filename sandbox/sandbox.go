@@ -6,13 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -43,7 +39,7 @@ type Sandbox struct {
 	// (e.g. handing the workspace to an unprivileged uid); empty otherwise.
 	Notice string `json:"notice,omitempty"`
 
-	e *Engine
+	drv Driver // the backend's operations on this sandbox (see Bind)
 
 	// shell is Spec.Shell (or LabelShell of a found sandbox): the bash
 	// tool's shell; "" lets the toolbox choose (bash where the image has it).
@@ -90,6 +86,9 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	if e.Podman {
+		podmanHostConfig(hc, e.Rootless)
+	}
 	name := s.Name
 	if name == "" {
 		name = "agent-sandbox-" + randomHex(6)
@@ -114,7 +113,7 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	sb := &Sandbox{
 		ID: created.ID, Name: name, Image: s.Image, Workspace: s.Workspace,
 		User: user.String(), State: "running", Created: time.Now(),
-		Labels: cfg.Labels, Notice: notice, e: e, shell: s.Shell,
+		Labels: cfg.Labels, Notice: notice, drv: e, shell: s.Shell,
 	}
 	sb.openAsync()
 	return sb, nil
@@ -144,66 +143,6 @@ func (e *Engine) cleanupLate(ctx context.Context, name string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// chooseUser applies ChooseUser to the spec and, when the sandbox user must
-// own the workspace, hands it over.
-func chooseUser(s Spec) (UserChoice, string, error) {
-	if s.User != "" {
-		uid, gid, err := parseUser(s.User)
-		return UserChoice{UID: uid, GID: gid}, "", err
-	}
-	fi, err := os.Stat(s.Workspace)
-	if err != nil {
-		return UserChoice{}, "", fmt.Errorf("workspace %s: %w", s.Workspace, err)
-	}
-	ownerUID, ownerGID := 0, 0
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		ownerUID, ownerGID = int(st.Uid), int(st.Gid)
-	}
-	u := ChooseUser(os.Geteuid(), os.Getegid(), ownerUID, ownerGID)
-	if !u.Chown {
-		return u, "", nil
-	}
-	if s.RefuseChown {
-		return u, "", &ChownRefusedError{Workspace: s.Workspace, UID: u.UID}
-	}
-	if err := chownAllowed(s.Workspace); err != nil {
-		return u, "", err
-	}
-	if err := chownTree(s.Workspace, u.UID, u.GID); err != nil {
-		return u, "", fmt.Errorf("handing workspace %s to uid %s so the unprivileged sandbox can write it: %w", s.Workspace, u, err)
-	}
-	return u, fmt.Sprintf("running as root: the sandbox runs as unprivileged %s and the workspace %s was chowned to it", u, s.Workspace), nil
-}
-
-// chownAllowed refuses to hand over, unasked, a directory whose change of
-// owner would damage the host: a top-level directory (/root, /etc, /srv)
-// or one holding the caller's home.
-func chownAllowed(ws string) error {
-	clean := filepath.Clean(ws)
-	refuse := strings.Count(clean, string(filepath.Separator)) < 2
-	if home, err := os.UserHomeDir(); err == nil && home != "" {
-		if rel, err := filepath.Rel(clean, home); err == nil && (rel == "." || !strings.HasPrefix(rel, "..")) {
-			refuse = true
-		}
-	}
-	if refuse {
-		return fmt.Errorf("running as root, the sandbox would need workspace %s handed to unprivileged uid %d, and that directory is too important to chown: use a project directory, or give the user to run as explicitly (--user UID:GID)", ws, NobodyUID)
-	}
-	return nil
-}
-
-// chownTree changes the owner of every entry under root without following
-// symlinks (Lchown), so a link in the workspace cannot redirect the chown to
-// a host file.
-func chownTree(root string, uid, gid int) error {
-	return filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, uid, gid)
-	})
 }
 
 func randomHex(n int) string {
@@ -246,7 +185,7 @@ func (e *Engine) fromSummary(c container.Summary) *Sandbox {
 	return &Sandbox{
 		ID: c.ID, Name: name, Image: c.Image, Workspace: c.Labels[LabelWorkspace],
 		User: c.Labels[LabelUser], State: string(c.State), Created: time.Unix(c.Created, 0),
-		Labels: c.Labels, e: e, shell: c.Labels[LabelShell],
+		Labels: c.Labels, drv: e, shell: c.Labels[LabelShell],
 	}
 }
 
@@ -295,7 +234,7 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 // Remove closes the sandbox's session and removes its container.
 func (s *Sandbox) Remove(ctx context.Context) error {
 	s.Close()
-	return s.e.Remove(ctx, s.ID)
+	return s.drv.Remove(ctx, s.ID)
 }
 
 // Close ends the toolbox session (the container keeps running). A closed
@@ -313,19 +252,24 @@ func (s *Sandbox) Close() {
 
 // checkRunning turns "cannot exec" into a clear error about the container.
 func (s *Sandbox) checkRunning(ctx context.Context) error {
-	ins, err := s.e.api.ContainerInspect(ctx, s.ID)
+	return s.drv.CheckRunning(ctx, s.ID)
+}
+
+// CheckRunning implements Driver: nil when container id can run commands.
+func (e *Engine) CheckRunning(ctx context.Context, id string) error {
+	ins, err := e.api.ContainerInspect(ctx, id)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return fmt.Errorf("sandbox %s no longer exists (it was removed): create a new one: %w", shortID(s.ID), ErrNotFound)
+			return fmt.Errorf("sandbox %s no longer exists (it was removed): create a new one: %w", shortID(id), ErrNotFound)
 		}
-		return s.e.wrap("inspecting sandbox "+shortID(s.ID), err)
+		return e.wrap("inspecting sandbox "+shortID(id), err)
 	}
 	if ins.State == nil || !ins.State.Running || ins.State.Paused || ins.State.Restarting {
 		st := ins.State
 		if st == nil {
-			return notRunning(s.ID, "", 0, false)
+			return notRunning(id, "", 0, false)
 		}
-		return notRunning(s.ID, string(st.Status), st.ExitCode, st.OOMKilled)
+		return notRunning(id, string(st.Status), st.ExitCode, st.OOMKilled)
 	}
 	return nil
 }

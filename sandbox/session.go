@@ -46,8 +46,7 @@ var errForeignFrame = errors.New("a response frame the host did not ask for")
 // ends the session, and the calls waiting on it get an error, never the
 // frame's content.
 type session struct {
-	att    types.HijackedResponse
-	execID string
+	stream Stream
 
 	wmu sync.Mutex // serialises frames on stdin
 
@@ -66,14 +65,47 @@ type session struct {
 	stderr tailBuffer
 }
 
-func (e *Engine) openSession(ctx context.Context, id, user, shell string) (*session, error) {
+func openSession(ctx context.Context, d Driver, id, user, shell string) (*session, error) {
+	s := &session{
+		maxFrame: frameLimit(d), lenient: lenientFrames(d),
+		pending: map[uint64]chan toolbox.Response{},
+		done:    make(chan struct{}),
+		stderr:  tailBuffer{max: 4 << 10},
+	}
+	st, err := d.OpenStream(ctx, id, user, toolboxCmd("serve", shell), &s.stderr)
+	if err != nil {
+		return nil, err
+	}
+	s.stream = st
+	go s.readLoop()
+	return s, nil
+}
+
+// frameLimit is the largest response frame a session over d accepts: the
+// Engine's (which tests can change), else toolbox.MaxResponseBytes.
+func frameLimit(d Driver) int {
+	if e, ok := d.(*Engine); ok {
+		return e.maxFrame()
+	}
+	return toolbox.MaxResponseBytes
+}
+
+// lenientFrames is the Engine's test-only switch; false for other drivers.
+func lenientFrames(d Driver) bool {
+	e, ok := d.(*Engine)
+	return ok && e.lenientFrames
+}
+
+// OpenStream implements Driver: one exec with its streams attached, its
+// output demultiplexed into Stdout and errOut.
+func (e *Engine) OpenStream(ctx context.Context, id, user string, cmd []string, errOut io.Writer) (Stream, error) {
 	created, err := e.api.ContainerExecCreate(ctx, id, container.ExecOptions{
 		User:         user,
 		AttachStdin:  true,
 		AttachStdout: true,
 		AttachStderr: true,
 		WorkingDir:   toolbox.WorkspaceRoot,
-		Cmd:          toolboxCmd("serve", shell),
+		Cmd:          cmd,
 	})
 	if err != nil {
 		return nil, e.wrapExec(id, err)
@@ -82,15 +114,30 @@ func (e *Engine) openSession(ctx context.Context, id, user, shell string) (*sess
 	if err != nil {
 		return nil, e.wrapExec(id, err)
 	}
-	s := &session{
-		att: att, execID: created.ID,
-		maxFrame: e.maxFrame(), lenient: e.lenientFrames,
-		pending: map[uint64]chan toolbox.Response{},
-		done:    make(chan struct{}),
-		stderr:  tailBuffer{max: 4 << 10},
-	}
-	go s.readLoop()
-	return s, nil
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := stdcopy.StdCopy(pw, errOut, att.Reader)
+		if err == nil {
+			err = io.EOF
+		}
+		pw.CloseWithError(err)
+	}()
+	return &execStream{att: att, out: pr}, nil
+}
+
+// execStream is an attached exec as a Stream.
+type execStream struct {
+	att types.HijackedResponse
+	out *io.PipeReader
+}
+
+func (x *execStream) Write(p []byte) (int, error) { return x.att.Conn.Write(p) }
+func (x *execStream) Stdout() io.Reader           { return x.out }
+func (x *execStream) Close() error {
+	x.att.Close()
+	// Unblocks the copier should nobody read Stdout any more.
+	x.out.CloseWithError(io.ErrClosedPipe)
+	return nil
 }
 
 // toolboxCmd is the toolbox command line for mode, with the bash tool's
@@ -105,15 +152,7 @@ func toolboxCmd(mode, shell string) []string {
 }
 
 func (s *session) readLoop() {
-	pr, pw := io.Pipe()
-	go func() {
-		_, err := stdcopy.StdCopy(pw, &s.stderr, s.att.Reader)
-		if err == nil {
-			err = io.EOF
-		}
-		pw.CloseWithError(err)
-	}()
-	br := bufio.NewReaderSize(pr, 64<<10)
+	br := bufio.NewReaderSize(s.stream.Stdout(), 64<<10)
 	for {
 		line, err := readLine(br, s.maxFrame)
 		var r toolbox.Response
@@ -127,7 +166,6 @@ func (s *session) readLoop() {
 		}
 		if err != nil {
 			s.fail(err)
-			_ = pr.CloseWithError(err)
 			return
 		}
 	}
@@ -221,7 +259,7 @@ func (s *session) fail(err error) {
 	}
 	close(s.done)
 	s.mu.Unlock()
-	s.att.Close()
+	_ = s.stream.Close()
 }
 
 func (s *session) close() { s.fail(errors.New("closed")) }
@@ -296,7 +334,7 @@ func (s *session) call(ctx context.Context, tool string, args json.RawMessage) (
 func (s *session) write(frame []byte) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	_, err := s.att.Conn.Write(frame)
+	_, err := s.stream.Write(frame)
 	return err
 }
 

@@ -187,7 +187,7 @@ func (f *fakeEngine) closeAll() {
 }
 
 func fakeSandbox(t *testing.T, f *fakeEngine) *Sandbox {
-	sb := &Sandbox{ID: "c0ffee", User: "1000:1000", e: &Engine{api: f}}
+	sb := &Sandbox{ID: "c0ffee", User: "1000:1000", drv: &Engine{api: f}}
 	t.Cleanup(func() { sb.Close(); f.closeAll() })
 	return sb
 }
@@ -325,11 +325,25 @@ func TestSessionRejectsForeignFrames(t *testing.T) {
 			r, err := sb.Tool(ctx, tool, nil)
 			if tool == "dup" && err == nil {
 				// The first of the two answers is the real one; the second
-				// ends the session, so the next call cannot get it.
+				// ends the session.
 				if r.Output != "forged" {
 					t.Fatalf("first answer: %+v", r)
 				}
-				r, err = sb.Tool(ctx, "hang", nil)
+				// The second answer must end the session that carried it
+				// (whatever a later call then goes through: a new session
+				// or one exec).
+				sb.mu.Lock()
+				old := sb.sess
+				sb.mu.Unlock()
+				if old == nil {
+					t.Fatal("no session carried the call")
+				}
+				select {
+				case <-old.done:
+				case <-time.After(5 * time.Second):
+					t.Fatal("the duplicate answer did not end the session")
+				}
+				r, err = toolbox.Response{}, old.lostErr()
 			}
 			if err == nil || !errors.Is(err, errSessionLost) || strings.Contains(r.Output, "forged") {
 				t.Fatalf("want the session ended with an error, got %+v %v", r, err)
@@ -345,8 +359,8 @@ func TestSessionRejectsForeignFrames(t *testing.T) {
 	}
 	t.Run("control", func(t *testing.T) {
 		sb := fakeSandbox(t, newFake())
-		sb.e.lenientFrames = true
-		sb.e.frameLimit = -1
+		sb.drv.(*Engine).lenientFrames = true
+		sb.drv.(*Engine).frameLimit = -1
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if _, err := sb.Tool(ctx, "fast", nil); err != nil {
@@ -357,8 +371,8 @@ func TestSessionRejectsForeignFrames(t *testing.T) {
 		}
 		// A fresh session: answers sprayed above may still be in flight.
 		sb = fakeSandbox(t, newFake())
-		sb.e.lenientFrames = true
-		sb.e.frameLimit = -1
+		sb.drv.(*Engine).lenientFrames = true
+		sb.drv.(*Engine).frameLimit = -1
 		if r, err := sb.Tool(ctx, "huge", nil); err != nil || len(r.Output) != toolbox.MaxResponseBytes {
 			t.Fatalf("control: without the bound the huge frame should be read whole, got %d bytes, %v", len(r.Output), err)
 		}

@@ -251,9 +251,38 @@ func ChooseUser(callerUID, callerGID, ownerUID, ownerGID int) UserChoice {
 	}
 }
 
-// containerConfig turns a defaulted Spec into the engine's create request.
-// It is pure so that every hardening decision is unit-tested.
-func containerConfig(s Spec, user UserChoice) (*container.Config, *container.HostConfig, error) {
+// podmanHostConfig adapts a create request to Podman's Docker-compatible
+// API: Podman 4.3 rejects tmpfs "uid="/"gid=" options, and its "U" option
+// gives the mount to the container's user instead.
+//
+// Rootless, the engine's user namespace maps container uid N to a
+// subordinate id, so a workspace owned by the caller would be read-only to
+// the sandbox user; "keep-id" maps the caller's uid to itself.
+func podmanHostConfig(hc *container.HostConfig, rootless bool) {
+	if rootless && hc.UsernsMode == "" {
+		hc.UsernsMode = "keep-id"
+	}
+	for target, opts := range hc.Tmpfs {
+		var kept []string
+		owned := false
+		for _, o := range strings.Split(opts, ",") {
+			if strings.HasPrefix(o, "uid=") || strings.HasPrefix(o, "gid=") {
+				owned = true
+				continue
+			}
+			kept = append(kept, o)
+		}
+		if owned {
+			kept = append(kept, "U")
+		}
+		hc.Tmpfs[target] = strings.Join(kept, ",")
+	}
+}
+
+// SandboxLabels are the labels every backend puts on a sandbox made from s
+// running as user: s.Labels, then the project's own keys, which s.Labels
+// cannot override (List, Get and gc find sandboxes by them).
+func (s Spec) SandboxLabels(user UserChoice) map[string]string {
 	labels := map[string]string{}
 	for k, v := range s.Labels {
 		labels[k] = v
@@ -271,6 +300,13 @@ func containerConfig(s Spec, user UserChoice) (*container.Config, *container.Hos
 	if s.Shell != "" {
 		labels[LabelShell] = s.Shell
 	}
+	return labels
+}
+
+// containerConfig turns a defaulted Spec into the engine's create request.
+// It is pure so that every hardening decision is unit-tested.
+func containerConfig(s Spec, user UserChoice) (*container.Config, *container.HostConfig, error) {
+	labels := s.SandboxLabels(user)
 
 	env := append([]string{"HOME=" + HomeDir, "USER=agent"}, s.Env...)
 	cfg := &container.Config{

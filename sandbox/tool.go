@@ -61,7 +61,7 @@ func (s *Sandbox) callExec(ctx context.Context, name string, args json.RawMessag
 	}
 	// The sandbox writes both streams: each is bounded like a session's
 	// frame, so that nothing it prints makes the host grow.
-	out := &boundedBuffer{max: s.e.maxFrame()}
+	out := &boundedBuffer{max: frameLimit(s.drv)}
 	errOut := &tailBuffer{max: 4 << 10}
 	res, err := s.Exec(ctx, ExecOptions{
 		Cmd:   toolboxCmd("call", s.shell),
@@ -128,7 +128,7 @@ func (s *Sandbox) startOpenLocked() chan struct{} {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), sessionOpenTimeout)
 		defer cancel()
-		sess, err := s.e.openSession(ctx, s.ID, s.User, s.shell)
+		sess, err := openSession(ctx, s.drv, s.ID, s.User, s.shell)
 		s.mu.Lock()
 		s.opening = nil
 		switch {

@@ -2,7 +2,9 @@ package tests
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -18,7 +20,7 @@ var importRules = map[string][]string{
 	"tests":        {"*"},
 	"orchestrator": {"sandbox", "agent", "policy", "images", "compose"},
 	"sandbox":      {"policy"},
-	"images":       {},
+	"images":       {"policy"},
 	"agent":        {"policy"},
 	"policy":       {},
 	"compose":      {},
@@ -38,6 +40,39 @@ var thirdPartyRules = []struct {
 	// The agent acts only through its Workspace (the sandbox): a process
 	// started by the agent package itself would run on the host.
 	{"os/exec", []string{"cmd", "orchestrator", "sandbox", "images", "tests"}, "the agent may not start host processes: every command runs in the sandbox"},
+}
+
+// engineSDKs are the engine client modules. Inside orchestrator only the
+// packages in engineSDKOrchestrator may import them: the task lifecycle,
+// store, worktrees and gc see sandboxes only through sandbox.Backend, so
+// another engine can replace Docker without touching them.
+var engineSDKs = []string{"github.com/docker/", "github.com/moby/"}
+
+// engineSDKOrchestrator are the orchestrator packages that drive the
+// engine for things other than sandboxes: building environment images and
+// running the llama-server container.
+var engineSDKOrchestrator = []string{
+	module + "/orchestrator/environment",
+	module + "/orchestrator/llamaserver",
+}
+
+// engineViolation says why pkg may not import imp, or "".
+func engineViolation(pkg, imp string) string {
+	if topLevel(pkg) != "orchestrator" {
+		return ""
+	}
+	for _, sdk := range engineSDKs {
+		if !strings.HasPrefix(imp, sdk) {
+			continue
+		}
+		for _, ok := range engineSDKOrchestrator {
+			if pkg == ok || strings.HasPrefix(pkg, ok+"/") {
+				return ""
+			}
+		}
+		return fmt.Sprintf("%s imports %s: the orchestrator sees sandboxes only through sandbox.Backend, never an engine SDK", pkg, imp)
+	}
+	return ""
 }
 
 func topLevel(pkg string) string {
@@ -78,6 +113,9 @@ func importViolations(goList string) (violations []string, checked int) {
 				}
 				continue
 			}
+			if v := engineViolation(pkg, imp); v != "" {
+				violations = append(violations, v)
+			}
 			for _, r := range thirdPartyRules {
 				if strings.HasPrefix(imp, r.prefix) && !allowed(r.allowed, top) {
 					violations = append(violations, fmt.Sprintf("%s imports %s: %s", pkg, imp, r.why))
@@ -114,6 +152,53 @@ func TestImportRules(t *testing.T) {
 	}, "\n")
 	if got, _ := importViolations(bad); len(got) != 5 {
 		t.Errorf("control: %d violations found in five bad packages and one good one: %q", len(got), got)
+	}
+
+	// Control: a Docker SDK import planted in the orchestrator proper (or
+	// its store) is caught; the image and model-server packages may keep
+	// theirs.
+	planted := strings.Join([]string{
+		module + "/orchestrator context " + module + "/sandbox github.com/docker/docker/client",
+		module + "/orchestrator/store github.com/moby/moby/api/types/container",
+		module + "/orchestrator/environment github.com/docker/docker/client",
+		module + "/orchestrator/llamaserver github.com/docker/docker/api/types/container",
+	}, "\n")
+	if got, _ := importViolations(planted); len(got) != 2 {
+		t.Errorf("control: want 2 violations (orchestrator, orchestrator/store), got %d: %q", len(got), got)
+	}
+}
+
+// TestImportRulesOnPlantedPackage runs the whole check (go list included) on
+// a copy of an orchestrator-like package that imports the Docker client:
+// the rule must name it.
+func TestImportRulesOnPlantedPackage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a package list of a temporary module")
+	}
+	dir := t.TempDir()
+	write := func(name, body string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("go.mod", "module "+module+"\n\ngo 1.22\n")
+	write("orchestrator/planted.go", "package orchestrator\n\nimport _ \"github.com/docker/docker/client\"\n")
+	cmd := exec.Command("go", "list", "-e", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s%s", err, out, stderr.String())
+	}
+	got, checked := importViolations(string(out))
+	if checked != 1 || len(got) != 1 || !strings.Contains(got[0], "sandbox.Backend") {
+		t.Fatalf("planted Docker import in orchestrator: want one violation, got %d (checked %d): %q\n%s", len(got), checked, got, out)
 	}
 }
 

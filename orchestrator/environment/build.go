@@ -40,9 +40,9 @@ const (
 	// plus Debian packages, shared by every repository that asks for them.
 	RepoPrefix      = "agent/env-"
 	packagesRepo    = "agent/env-packages"
-	LabelEnvHash    = "dev.localagent.env.hash"
-	LabelEnvRepo    = "dev.localagent.env.repo"
-	LabelEnvPackage = "dev.localagent.env.packages"
+	LabelEnvHash    = policy.LabelEnvHash
+	LabelEnvRepo    = policy.LabelEnvRepo
+	LabelEnvPackage = policy.LabelEnvPackages
 	// KindBuild is the LabelKind of the short-lived package-install
 	// container.
 	KindBuild = "env-build"
@@ -65,6 +65,16 @@ type Docker interface {
 }
 
 var _ Docker = (*client.Client)(nil)
+
+// Connect opens a client for the engine named by the environment
+// (DOCKER_HOST...), negotiating the API version. The caller closes it.
+func Connect() (*client.Client, error) {
+	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	return c, nil
+}
 
 // Request is one environment to make present.
 type Request struct {
@@ -118,7 +128,7 @@ type Result struct {
 // Builder makes environments present.
 type Builder struct {
 	Docker    Docker
-	Sandboxes *sandbox.Engine
+	Sandboxes sandbox.Backend
 }
 
 // RefuseError says why a build is not even tried: the repository asked
@@ -456,7 +466,7 @@ func (b *Builder) setup(ctx context.Context, req *Request, img string, res Resul
 		return fmt.Errorf("exporting the project for setup: %w", err)
 	}
 	if req.User.Chown {
-		if err := chownTree(ws, req.User.UID, req.User.GID); err != nil {
+		if err := sandbox.HandOver(ws, req.User); err != nil {
 			return err
 		}
 	}
@@ -624,16 +634,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// chownTree hands a fresh export to the sandbox user (Lchown: never
-// through a symlink). Only directories this package just created are
-// walked.
-func chownTree(root string, uid, gid int) error {
-	return filepath.WalkDir(root, func(p string, _ os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, uid, gid)
-	})
 }

@@ -17,23 +17,24 @@ import (
 	"github.com/docker/go-connections/nat"
 
 	"github.com/localagent/agent/images"
+	"github.com/localagent/agent/policy"
 )
 
 // Label keys on the managed container. LabelManaged and LabelKind are the
 // project's common labels; the llm.* keys let status, reuse and gc read the
 // settings back from the engine, so no state file can drift from reality.
 const (
-	LabelManaged  = "dev.localagent.managed"      // "true"
-	LabelKind     = "dev.localagent.kind"         // KindLLM
-	LabelInstance = "dev.localagent.llm.instance" // "" for the default server
-	LabelSettings = "dev.localagent.llm.settings" // hash of every setting (reuse vs replace)
-	LabelModel    = "dev.localagent.llm.model"    // host path of the model file
-	LabelPort     = "dev.localagent.llm.port"     // host port on 127.0.0.1
-	LabelCtx      = "dev.localagent.llm.ctx"      // total context (-c)
-	LabelParallel = "dev.localagent.llm.parallel" // slots (-np)
-	LabelGPUs     = "dev.localagent.llm.gpus"     // GPUs.String()
-	LabelOwner    = "dev.localagent.llm.owner"    // Owner.ID: whose server this is
-	LabelStateDir = "dev.localagent.llm.state_dir"
+	LabelManaged  = policy.LabelManaged
+	LabelKind     = policy.LabelKind
+	LabelInstance = policy.LabelLLMInstance
+	LabelSettings = policy.LabelLLMSettings
+	LabelModel    = policy.LabelLLMModel
+	LabelPort     = policy.LabelLLMPort
+	LabelCtx      = policy.LabelLLMCtx
+	LabelParallel = policy.LabelLLMParallel
+	LabelGPUs     = policy.LabelLLMGPUs
+	LabelOwner    = policy.LabelLLMOwner    // Owner.ID: whose server this is
+	LabelStateDir = policy.LabelLLMStateDir // state directory that started it
 	// LabelBackend is the image's backend (images.LabelBackend), copied
 	// to the container so status needs no image inspect.
 	LabelBackend = images.LabelBackend

@@ -63,7 +63,15 @@ func InsecureToolbox(t testing.TB) string {
 // binaries under the user cache directory, keyed by a hash of its sources.
 func Toolbox(t testing.TB) string {
 	t.Helper()
-	toolboxOnce.Do(func() { toolboxPath, toolboxErr = buildToolbox() })
+	toolboxOnce.Do(func() {
+		// A test binary run as another user (the rootless Podman suite)
+		// is handed a toolbox built beforehand.
+		if p := os.Getenv("AGENT_TEST_TOOLBOX"); p != "" {
+			toolboxPath, toolboxErr = p, sandbox.CheckToolbox(p)
+			return
+		}
+		toolboxPath, toolboxErr = buildToolbox()
+	})
 	if toolboxErr != nil {
 		t.Fatalf("building agent-toolbox: %v", toolboxErr)
 	}

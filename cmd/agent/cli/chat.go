@@ -59,9 +59,9 @@ and prints plain lines.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				opts.Task = args[0]
-				f.SetProjectDir(func() string { return taskProjectDir(cmd.Context(), f, opts.Task) })
+				f.SetProjectDir(taskProjectDir(cmd.Context(), f, opts.Task))
 			} else {
-				f.SetProjectDir(func() string { return projectDir(cmd.Context(), opts.Repo) })
+				f.SetProjectDir(projectDir(cmd.Context(), opts.Repo))
 			}
 			opts.Run.changed(cmd)
 			if runF != nil {

@@ -218,7 +218,7 @@ func userConfigFile() string {
 // configuration once, on first use, so --help never reads a file.
 type configLoader struct {
 	v        *viper.Viper
-	projDir  func() string // directory whose .agent/config.yaml applies
+	projDir  string // directory whose .agent/config.yaml applies ("": the working directory)
 	cfg      *Config
 	err      error
 	warnings []string
@@ -238,7 +238,7 @@ func newConfigLoader() *configLoader {
 	v.SetEnvPrefix("AGENT")
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	v.AutomaticEnv()
-	return &configLoader{v: v, projDir: func() string { d, _ := os.Getwd(); return d }}
+	return &configLoader{v: v}
 }
 
 // bind makes a flag set the config key when the user gives it.
@@ -329,7 +329,11 @@ func (l *configLoader) read() (*Config, error) {
 			}
 		}
 	}
-	if d := l.projDir(); d != "" {
+	d := l.projDir
+	if d == "" {
+		d, _ = os.Getwd()
+	}
+	if d != "" {
 		if err := l.mergeProject(d); err != nil {
 			return nil, err
 		}

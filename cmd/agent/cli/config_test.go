@@ -47,7 +47,7 @@ agent:
 `)
 	ios, _, _, errOut := TestStreams()
 	f := NewFactory(ios)
-	f.SetProjectDir(func() string { return repo })
+	f.SetProjectDir(repo)
 	cfg, err := f.Config()
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func TestConfigPrecedence(t *testing.T) {
 
 	ios, _, _, _ := TestStreams()
 	f := NewFactory(ios)
-	f.SetProjectDir(func() string { return repo })
+	f.SetProjectDir(repo)
 	cmd := NewCmdRoot(f)
 	cmd.PersistentFlags().Int64("pids", 0, "")
 	f.BindFlag("sandbox.pids", cmd.PersistentFlags().Lookup("pids"))
@@ -192,7 +192,7 @@ func TestProjectConfigOnlyLowersLimits(t *testing.T) {
 		writeFile(t, filepath.Join(repo, ".agent", "config.yaml"), project)
 		ios, _, _, errOut := TestStreams()
 		f := NewFactory(ios)
-		f.SetProjectDir(func() string { return repo })
+		f.SetProjectDir(repo)
 		cfg, err := f.Config()
 		if err != nil {
 			t.Fatal(err)
@@ -246,7 +246,7 @@ func TestProjectConfigSymlinkRefused(t *testing.T) {
 	load := func(repo string) (*Config, string) {
 		ios, _, _, errOut := TestStreams()
 		f := NewFactory(ios)
-		f.SetProjectDir(func() string { return repo })
+		f.SetProjectDir(repo)
 		cfg, err := f.Config()
 		if err != nil {
 			t.Fatal(err)

@@ -129,7 +129,7 @@ The prompt is the argument, - for stdin, or --prompt-file FILE.`,
 			if opts.Run.ImageSet {
 				return UsageErrorf("--image: a continued task runs in the sandbox image it started with")
 			}
-			f.SetProjectDir(func() string { return taskProjectDir(cmd.Context(), f, opts.Task) })
+			f.SetProjectDir(taskProjectDir(cmd.Context(), f, opts.Task))
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}

@@ -126,7 +126,7 @@ func newCmdEnvShow(f *Factory, build bool) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: use, Short: short, Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f.SetProjectDir(func() string { return projectDir(cmd.Context(), opts.Repo) })
+			f.SetProjectDir(projectDir(cmd.Context(), opts.Repo))
 			if build {
 				return envBuild(cmd.Context(), f, opts)
 			}

@@ -44,8 +44,11 @@ func (f *Factory) Config() (*Config, error) {
 func (f *Factory) BindFlag(key string, fl *pflag.Flag) { f.conf.bind(key, fl) }
 
 // SetProjectDir says which directory's .agent/config.yaml applies (the
-// repository a command works on); by default the working directory.
-func (f *Factory) SetProjectDir(dir func() string) { f.conf.projDir = dir }
+// repository a command works on); by default the working directory. The
+// command resolves it (projectDir, taskProjectDir) before the
+// configuration is loaded, so loading it only reads files: no git runs
+// behind a config lookup.
+func (f *Factory) SetProjectDir(dir string) { f.conf.projDir = dir }
 
 // Docker returns a client for the local engine. It negotiates the API
 // version (the engine may be older than the SDK) on its first request, so

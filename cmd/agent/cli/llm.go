@@ -19,6 +19,8 @@ import (
 	"github.com/localagent/agent/agent/event"
 	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"github.com/localagent/agent/orchestrator/llamaserver"
+
+	"github.com/localagent/agent/policy"
 )
 
 // NewCmdLLM builds `agent llm`.
@@ -139,7 +141,7 @@ func (lf *llmFlags) options(f *Factory, extra []string) (llamaserver.Options, er
 		return llamaserver.Options{}, err
 	}
 	for k := range labels {
-		if strings.HasPrefix(k, "dev.localagent.llm.") || k == llamaserver.LabelManaged || k == llamaserver.LabelKind {
+		if strings.HasPrefix(k, policy.LabelLLMPrefix) || k == llamaserver.LabelManaged || k == llamaserver.LabelKind {
 			return llamaserver.Options{}, UsageErrorf("--label %q: agent sets that key itself", k)
 		}
 	}

@@ -49,6 +49,16 @@ through the Docker exec API.`,
 	return cmd
 }
 
+// sandboxBackend is sandboxEngine as the orchestrator takes it (never a
+// typed nil inside the interface).
+func sandboxBackend(ctx context.Context, f *Factory) (sandbox.Backend, error) {
+	e, err := sandboxEngine(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
 // sandboxEngine connects to the engine through the factory's client and
 // checks that it can run sandboxes.
 func sandboxEngine(ctx context.Context, f *Factory) (*sandbox.Engine, error) {

@@ -92,7 +92,7 @@ status 3.`,
 			opts.Run.changed(cmd)
 			// The repository's .agent/config.yaml applies, not the one of
 			// the directory agent was started in.
-			f.SetProjectDir(func() string { return projectDir(cmd.Context(), opts.Repo) })
+			f.SetProjectDir(projectDir(cmd.Context(), opts.Repo))
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -217,7 +217,7 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 		StateDir:      cfg.StateDir,
 		DiskLimit:     diskLimit,
 		MinFree:       minFree,
-		Engine:        func(ctx context.Context) (*sandbox.Engine, error) { return sandboxEngine(ctx, f) },
+		Engine:        func(ctx context.Context) (sandbox.Backend, error) { return sandboxBackend(ctx, f) },
 		Sandbox:       spec,
 		ToolboxError:  tbErr,
 		Sink:          sink,
@@ -491,7 +491,7 @@ agent continues the same transcript. --llm overrides the task's endpoint.`,
 			// The task's repository's .agent/config.yaml applies (its
 			// hooks and limits), not the one of the directory agent was
 			// started in.
-			f.SetProjectDir(func() string { return taskProjectDir(cmd.Context(), f, opts.Task) })
+			f.SetProjectDir(taskProjectDir(cmd.Context(), f, opts.Task))
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
