@@ -619,16 +619,7 @@ func (o *Orchestrator) populate(ctx context.Context, t *store.Task, u sandbox.Us
 	if err != nil {
 		return err
 	}
-	if err := repo.Populate(ctx, wt); err != nil {
-		return err
-	}
-	if err := o.populateExtras(ctx, repo, wt, t); err != nil {
-		return err
-	}
-	if !u.Chown {
-		return nil
-	}
-	return chownTree(wt.Path, u)
+	return o.populateFast(ctx, repo, wt, t, u)
 }
 
 // chownTree hands a worktree to the sandbox user, never following a

@@ -54,6 +54,9 @@ type GCReport struct {
 	// RemovedWorktrees are worktrees of merged or discarded tasks whose
 	// removal had not finished (they held no uncommitted work).
 	RemovedWorktrees []string `json:"removed_worktrees"`
+	// RemovedSpares are spare checkouts (a cache of checked-out commits)
+	// and leftovers of spare checkouts a killed process was making.
+	RemovedSpares []string `json:"removed_spares,omitempty"`
 	// RemovedRecords are empty id reservations of processes that died
 	// before they wrote the task's record (nothing else of it existed).
 	RemovedRecords []string `json:"removed_records,omitempty"`
@@ -199,6 +202,7 @@ func (o *Orchestrator) GC(ctx context.Context) (GCReport, error) {
 			rep.Kept = append(rep.Kept, fmt.Sprintf("worktree %s has no task record; left alone (look at it, then remove it: %s)", p, o.orphanRemoval(ts, p)))
 		}
 	}
+	rep.RemovedSpares = o.gcSpares()
 	return rep, nil
 }
 

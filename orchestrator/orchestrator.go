@@ -85,6 +85,10 @@ type Options struct {
 	// MCPServers are started inside each task's sandbox; their tools are
 	// offered as mcp__<server>__<tool>.
 	MCPServers map[string]MCPServerConfig
+	// SpareCheckouts is how many spare checkouts (complete checkouts of a
+	// commit, made in the background for the next task on it) are kept at
+	// most; 0 makes none.
+	SpareCheckouts int
 }
 
 // Orchestrator runs and manages tasks of one state directory.
@@ -96,6 +100,8 @@ type Orchestrator struct {
 	engOnce sync.Once
 	eng     sandbox.Backend
 	engErr  error
+
+	spares spares
 }
 
 // New opens the state directory.

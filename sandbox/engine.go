@@ -78,6 +78,9 @@ type Engine struct {
 	// nobody asked for, as sessions once did.
 	frameLimit    int
 	lenientFrames bool
+
+	// gate bounds the containers being created at once (throttle.go).
+	gate engineGate
 }
 
 // maxFrame is the largest response frame a session accepts.

@@ -93,8 +93,9 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if name == "" {
 		name = "agent-sandbox-" + randomHex(6)
 	}
-	created, err := e.api.ContainerCreate(ctx, cfg, hc, nil, nil, name)
-	if err != nil {
+	created, err := e.createAndStart(ctx, cfg, hc, name)
+	var cerr *createError
+	if errors.As(err, &cerr) || (err != nil && created.ID == "") {
 		if cerrdefs.IsNotFound(err) {
 			// The image vanished between the check and the create.
 			return nil, &ImageMissingError{Image: s.Image}
@@ -106,7 +107,7 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		}
 		return nil, e.wrap("creating sandbox container", err)
 	}
-	if err := e.api.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+	if err != nil {
 		e.cleanup(ctx, created.ID)
 		return nil, e.wrap("starting sandbox container", err)
 	}

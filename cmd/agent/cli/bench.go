@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/localagent/agent/orchestrator"
 	"github.com/localagent/agent/sandbox"
 )
 
@@ -19,6 +20,20 @@ type BenchOptions struct {
 	Iterations int
 	Image      string
 	Labels     []string
+	// StartFiles are the sizes of the generated repositories of the task
+	// start benchmark (none: skipped).
+	StartFiles []int
+	// Concurrent sandboxes at once, over Rounds rounds (0: skipped).
+	Concurrent, Rounds int
+}
+
+// benchReport is the JSON of `agent bench`: the sandbox and tool-call
+// figures at the top level, the task start and concurrency benchmarks
+// beside them.
+type benchReport struct {
+	sandbox.BenchReport
+	TaskStart  *orchestrator.StartBenchReport `json:"task_start,omitempty"`
+	Concurrent *sandbox.ConcurrentReport      `json:"concurrent,omitempty"`
 }
 
 // NewCmdBench builds `agent bench`.
@@ -54,6 +69,9 @@ docker run.`,
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as one JSON object")
 	cmd.Flags().IntVarP(&opts.Iterations, "iterations", "n", 8, "`N` sandboxes created (tool-call samples scale with it)")
 	cmd.Flags().StringVar(&opts.Image, "image", sandbox.BenchImage, "`IMAGE` to benchmark with")
+	cmd.Flags().IntSliceVar(&opts.StartFiles, "start-files", []int{10_000, 100_000}, "sizes of the generated repositories timed from task start to first tool call (0: skip)")
+	cmd.Flags().IntVar(&opts.Concurrent, "concurrent", 16, "`N` sandboxes created at once in the concurrency benchmark (0: skip)")
+	cmd.Flags().IntVar(&opts.Rounds, "rounds", 5, "`N` rounds of the concurrency benchmark")
 	cmd.Flags().StringArrayVar(&opts.Labels, "label", nil, "extra label `KEY=VALUE` on every container the benchmark makes (repeatable)")
 	return cmd
 }
@@ -80,10 +98,53 @@ func benchRun(ctx context.Context, opts *BenchOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.JSON {
-		return writeJSON(opts.IO.Out, rep)
+	full := benchReport{BenchReport: rep}
+	if opts.Concurrent > 0 {
+		c, err := e.BenchConcurrent(ctx, sandbox.ConcurrentBenchOptions{Image: opts.Image, Toolbox: tb,
+			Sandboxes: opts.Concurrent, Rounds: opts.Rounds, Labels: labels, Progress: progress})
+		if err != nil {
+			return err
+		}
+		full.Concurrent = &c
 	}
-	return writeBenchTable(opts.IO.Out, rep)
+	if len(opts.StartFiles) > 0 {
+		s, err := orchestrator.BenchStart(ctx, orchestrator.StartBenchOptions{Engine: e,
+			Sandbox: sandbox.Spec{Image: opts.Image, Toolbox: tb, Labels: labels},
+			Files:   opts.StartFiles, Progress: progress})
+		if err != nil {
+			return err
+		}
+		full.TaskStart = &s
+	}
+	if opts.JSON {
+		return writeJSON(opts.IO.Out, full)
+	}
+	if err := writeBenchTable(opts.IO.Out, rep); err != nil {
+		return err
+	}
+	return writeStartBench(opts.IO.Out, full)
+}
+
+// writeStartBench prints the concurrency and task start figures.
+func writeStartBench(w io.Writer, r benchReport) error {
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED"
+	}
+	if c := r.Concurrent; c != nil {
+		fmt.Fprintf(w, "\n%d sandboxes at once, %d rounds: ready p95 %.0f ms, docker run p95 %.0f ms: %.3fx (target <= %.2fx, no failures: %s); failures %d\n",
+			c.Sandboxes, c.Rounds, c.Ready.P95MS, c.DockerRun.P95MS, c.P95VsDockerRun, c.Target, verdict(c.Met), c.Failures)
+	}
+	if s := r.TaskStart; s != nil {
+		fmt.Fprintln(w, "\ntask start -> first tool call vs git worktree add + docker run:")
+		for _, z := range s.Sizes {
+			fmt.Fprintf(w, "  %7d files: first task %.0f ms (%.3fx), with a spare checkout median %.0f ms p95 %.0f ms (%.3fx, target <= %.2fx: %s); baseline median %.0f ms\n",
+				z.Files, z.ColdMS, z.ColdVsBaseline, z.Warm.MedianMS, z.Warm.P95MS, z.WarmVsBaseline, z.Target, verdict(z.WarmMet), z.Baseline.MedianMS)
+		}
+	}
+	return nil
 }
 
 func writeBenchTable(w io.Writer, rep sandbox.BenchReport) error {

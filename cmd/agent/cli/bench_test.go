@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/localagent/agent/orchestrator"
 	"github.com/localagent/agent/sandbox"
 	"github.com/localagent/agent/sandbox/sandboxtest"
 )
@@ -13,13 +14,26 @@ import (
 // asserted (timings on a shared machine are noisy).
 func TestBenchJSON(t *testing.T) {
 	label := sandboxEnv(t)
-	r := agentCLI(t, "", "bench", "--json", "--iterations", "1", "--label", sandbox.LabelTest+"="+label)
+	r := agentCLI(t, "", "bench", "--json", "--iterations", "1", "--start-files", "300", "--concurrent", "3", "--rounds", "1",
+		"--label", sandbox.LabelTest+"="+label)
 	if r.code != 0 {
 		t.Fatalf("bench: exit %d: %s", r.code, r.errOut)
 	}
-	var rep sandbox.BenchReport
-	if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
+	var full struct {
+		sandbox.BenchReport
+		TaskStart  *orchestrator.StartBenchReport `json:"task_start"`
+		Concurrent *sandbox.ConcurrentReport      `json:"concurrent"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &full); err != nil {
 		t.Fatalf("bench --json printed %q: %v", r.out, err)
+	}
+	rep := full.BenchReport
+	if c := full.Concurrent; c == nil || c.Ready.N != 3 || c.DockerRun.N != 3 || c.Failures != 0 || c.P95VsDockerRun <= 0 {
+		t.Errorf("concurrent: %+v", c)
+	}
+	if s := full.TaskStart; s == nil || len(s.Sizes) != 1 || s.Sizes[0].Files != 300 || s.Sizes[0].ColdMS <= 0 ||
+		s.Sizes[0].Warm.N == 0 || s.Sizes[0].Baseline.N == 0 || s.Sizes[0].WarmVsBaseline <= 0 {
+		t.Errorf("task start: %+v", s)
 	}
 	for name, s := range map[string]sandbox.Stats{"ready": rep.Ready, "docker run": rep.DockerRun, "read_file": rep.ReadFile, "bash": rep.BashTrue, "docker exec": rep.DockerExec} {
 		if s.N == 0 || s.MedianMS <= 0 || s.P95MS < s.MedianMS {

@@ -68,6 +68,10 @@ type SandboxConfig struct {
 	// "*.example.com", "host:8443"). Empty, the default, means no network at
 	// all.
 	Egress []string `mapstructure:"egress"`
+	// SpareCheckouts is how many spare checkouts (a commit checked out
+	// ahead of time, which the next task on it takes over instead of
+	// writing every file) are kept; 0 makes none.
+	SpareCheckouts int `mapstructure:"spare_checkouts"`
 }
 
 // LLMConfig configures the model endpoint and the managed llama-server.
@@ -166,6 +170,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("sandbox.seccomp", "strict")
 	v.SetDefault("sandbox.shell", "")
 	v.SetDefault("sandbox.egress", []string{})
+	v.SetDefault("sandbox.spare_checkouts", 1)
 	v.SetDefault("llm.url", "")
 	v.SetDefault("llm.api_key", "")
 	v.SetDefault("llm.model", "")

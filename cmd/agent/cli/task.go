@@ -236,6 +236,8 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 		Egress:          egress,
 		ToolMode:        agent.ToolMode(cfg.Agent.ToolMode),
 		Unsafe:          unsafeFromEnv(f),
+
+		SpareCheckouts: cfg.Sandbox.SpareCheckouts,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -1,0 +1,183 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/localagent/agent/orchestrator/store"
+	"github.com/localagent/agent/orchestrator/worktree"
+	"github.com/localagent/agent/sandbox"
+)
+
+// Spare checkouts (see worktree.MakeSpare): after a task's worktree is
+// populated at a commit, a complete checkout of the same commit, already
+// owned by the sandbox user, is written in the background under
+// <state>/spares; the next task or sub-agent on that commit takes it over
+// instead of writing and handing over every file. They live in the state
+// directory, are never mounted into a sandbox before a worktree claims
+// them, and gc removes them.
+
+// spares tracks the spare checkouts this process is making.
+type spares struct {
+	mu     sync.Mutex
+	making map[string]bool
+	wg     sync.WaitGroup
+}
+
+func (o *Orchestrator) sparesDir() string { return filepath.Join(o.opts.StateDir, "spares") }
+
+// populateFast gives a new worktree its files: from a spare checkout when
+// one fits, else with a checkout; then what a checkout leaves out
+// (populateExtras), and the hand-over to the sandbox user. A spare's files
+// are the sandbox user's already, so the hand-over walks the tree only
+// when the extras may have written into it. Either way it then starts
+// refilling the spare for the next worktree at that commit.
+func (o *Orchestrator) populateFast(ctx context.Context, repo *worktree.Repo, wt *worktree.Worktree, t *store.Task, u sandbox.UserChoice) error {
+	claimed := false
+	if o.opts.SpareCheckouts > 0 {
+		if tip, err := repo.BranchTip(ctx, wt.Branch); err == nil && tip != "" {
+			if key, err := repo.SpareKey(ctx, tip, u.UID, u.GID); err == nil {
+				defer o.refillSpare(repo, key, tip, u)
+				err := repo.ClaimSpare(ctx, wt, filepath.Join(o.sparesDir(), key))
+				if err == nil && u.Chown {
+					// Everything inside came owned by the sandbox user;
+					// the directory itself was made by git.
+					err = os.Lchown(wt.Path, u.UID, u.GID)
+				}
+				claimed = err == nil
+				if err != nil && !errors.Is(err, worktree.ErrNoSpare) {
+					slog.Warn("spare checkout not used", "worktree", wt.Path, "err", err)
+				}
+			}
+		}
+	}
+	if !claimed {
+		if err := repo.Populate(ctx, wt); err != nil {
+			return err
+		}
+	}
+	extrasWrite := !claimed || o.extrasMayWrite(ctx, repo, wt, t)
+	if err := o.populateExtras(ctx, repo, wt, t); err != nil {
+		return err
+	}
+	if !u.Chown || !extrasWrite {
+		return nil
+	}
+	return chownTree(wt.Path, u)
+}
+
+// extrasMayWrite reports whether populateExtras may write into the
+// worktree (as this process's user): submodules, Git LFS files or
+// approved untracked files. When unsure, yes.
+func (o *Orchestrator) extrasMayWrite(ctx context.Context, repo *worktree.Repo, wt *worktree.Worktree, t *store.Task) bool {
+	if len(o.opts.Environment.Include) > 0 {
+		return true
+	}
+	if subs, err := repo.Submodules(ctx, t.StartCommit); err != nil || len(subs) > 0 {
+		return true
+	}
+	files, err := repo.LFSFiles(ctx, wt)
+	return err != nil || len(files) > 0
+}
+
+// refillSpare makes the spare checkout key in the background, unless it
+// exists or this process is already making it; then it trims the spares
+// to the configured number, oldest first.
+func (o *Orchestrator) refillSpare(repo *worktree.Repo, key, commit string, u sandbox.UserChoice) {
+	dir := filepath.Join(o.sparesDir(), key)
+	if _, err := os.Lstat(dir); err == nil {
+		return
+	}
+	s := &o.spares
+	s.mu.Lock()
+	if s.making == nil {
+		s.making = map[string]bool{}
+	}
+	if s.making[key] {
+		s.mu.Unlock()
+		return
+	}
+	s.making[key] = true
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer func() {
+			s.mu.Lock()
+			delete(s.making, key)
+			s.mu.Unlock()
+			s.wg.Done()
+		}()
+		var chown func(string) error
+		if u.Chown {
+			chown = func(root string) error { return chownTree(root, u) }
+		}
+		if err := repo.MakeSpare(context.Background(), dir, commit, chown); err != nil {
+			slog.Warn("making a spare checkout", "commit", commit, "err", err)
+			return
+		}
+		o.trimSpares(o.opts.SpareCheckouts)
+	}()
+}
+
+// WaitSpares waits until the spare checkouts this process is making are
+// done (a command that exits right after a task would otherwise leave a
+// half-made one for gc).
+func (o *Orchestrator) WaitSpares() { o.spares.wg.Wait() }
+
+// trimSpares removes complete spares beyond keep, oldest first.
+func (o *Orchestrator) trimSpares(keep int) {
+	ents, err := os.ReadDir(o.sparesDir())
+	if err != nil {
+		return
+	}
+	type spare struct {
+		path string
+		mod  time.Time
+	}
+	var all []spare
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".") {
+			continue // being made or being claimed
+		}
+		if fi, err := e.Info(); err == nil {
+			all = append(all, spare{filepath.Join(o.sparesDir(), e.Name()), fi.ModTime()})
+		}
+	}
+	slices.SortFunc(all, func(a, b spare) int { return b.mod.Compare(a.mod) })
+	for _, s := range all[min(keep, len(all)):] {
+		_ = os.RemoveAll(s.path)
+	}
+}
+
+// staleSpareAge is how old a half-made or half-claimed spare must be
+// before gc takes it for the leftover of a killed process.
+const staleSpareAge = 10 * time.Minute
+
+// gcSpares removes the spare checkouts (a cache: any of them can be made
+// again) and the leftovers of killed processes; it returns what it removed.
+func (o *Orchestrator) gcSpares() []string {
+	ents, err := os.ReadDir(o.sparesDir())
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, e := range ents {
+		p := filepath.Join(o.sparesDir(), e.Name())
+		if strings.Contains(e.Name(), ".") {
+			if fi, err := e.Info(); err != nil || time.Since(fi.ModTime()) < staleSpareAge {
+				continue
+			}
+		}
+		if err := os.RemoveAll(p); err == nil {
+			removed = append(removed, p)
+		}
+	}
+	return removed
+}
