@@ -185,6 +185,8 @@ func benchStartSize(ctx context.Context, opts StartBenchOptions, docker string, 
 			return res, err
 		}
 		warm = append(warm, d)
+		// Nor may the refill compete with the baseline.
+		o.WaitSpares()
 		if d, err = baseline(i); err != nil {
 			return res, err
 		}
