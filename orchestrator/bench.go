@@ -111,7 +111,12 @@ func benchStartSize(ctx context.Context, opts StartBenchOptions, docker string, 
 		return res, err
 	}
 	script := filepath.Join(tmp, "model.yaml")
-	if err := os.WriteFile(script, []byte("model: bench\nturns:\n  - text: \"Nothing to do.\"\n"), 0o644); err != nil {
+	// One real tool call on a file of the checkout: a task whose sandbox
+	// did not see its files fails the benchmark.
+	model := "model: bench\nturns:\n" +
+		"  - tool_calls:\n      - {name: read_file, arguments: {path: d0000/f000000.txt}}\n" +
+		"  - expect: {last_role: tool, tool_result_contains: \"file 0\"}\n    text: \"Nothing to do.\"\n"
+	if err := os.WriteFile(script, []byte(model), 0o644); err != nil {
 		return res, err
 	}
 	spec := opts.Sandbox

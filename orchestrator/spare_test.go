@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"
 )
@@ -57,6 +58,7 @@ func TestPopulateUsesSpareCheckout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	task := &store.Task{ID: "t", StartCommit: base.Commit}
 	u := sandbox.UserChoice{UID: os.Getuid(), GID: os.Getgid()}
 	if os.Geteuid() == 0 {
 		u = sandbox.UserChoice{UID: 65534, GID: 65534, Chown: true}
@@ -69,7 +71,7 @@ func TestPopulateUsesSpareCheckout(t *testing.T) {
 		return w
 	}
 	w1 := add("one")
-	if err := o.populateFast(ctx, repo, w1, u); err != nil {
+	if err := o.populateFast(ctx, repo, w1, task, u); err != nil {
 		t.Fatal(err)
 	}
 	o.WaitSpares()
@@ -83,10 +85,10 @@ func TestPopulateUsesSpareCheckout(t *testing.T) {
 		t.Fatal(err)
 	}
 	w2, w3 := add("two"), add("three")
-	if err := o.populateFast(ctx, repo, w2, u); err != nil {
+	if err := o.populateFast(ctx, repo, w2, task, u); err != nil {
 		t.Fatal(err)
 	}
-	if err := o.populateFast(ctx, repo, w3, u); err != nil {
+	if err := o.populateFast(ctx, repo, w3, task, u); err != nil {
 		t.Fatal(err)
 	}
 	o.WaitSpares()
@@ -133,7 +135,7 @@ func TestNoSpareWhenDisabled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := o.populateFast(ctx, repo, w, sandbox.UserChoice{UID: os.Getuid(), GID: os.Getgid()}); err != nil {
+	if err := o.populateFast(ctx, repo, w, &store.Task{ID: "t", StartCommit: base.Commit}, sandbox.UserChoice{UID: os.Getuid(), GID: os.Getgid()}); err != nil {
 		t.Fatal(err)
 	}
 	o.WaitSpares()

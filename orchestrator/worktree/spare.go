@@ -111,8 +111,9 @@ func (r *Repo) MakeSpare(ctx context.Context, dir, commit string, chown func(roo
 var ErrNoSpare = errors.New("no spare checkout")
 
 // ClaimSpare gives the spare checkout at dir to w, a worktree just created
-// without its files: the spare's files become w's directory and its index
-// w's index. It takes the spare atomically (one rename), so a spare goes to
+// without its files: the spare's files move into w's directory (the
+// directory itself is left as it is: its owner is the caller's to set) and
+// its index becomes w's index. It takes the spare atomically (one rename), so a spare goes to
 // one worktree only. On an error other than ErrNoSpare the worktree may
 // hold some files: the caller populates it (Populate overwrites whatever
 // is there).
@@ -140,14 +141,23 @@ func (r *Repo) ClaimSpare(ctx context.Context, w *Worktree, dir string) error {
 	if strings.TrimSpace(string(b)) != want {
 		return fmt.Errorf("the spare checkout holds tree %.10s, the worktree is at %.10s", b, want)
 	}
-	// The worktree directory is empty (created without its files, its
-	// .git pointer removed); Remove refuses if anything is in it.
-	if err := os.Remove(w.Path); err != nil {
-		return fmt.Errorf("making room for a spare checkout: %w", err)
+	// The spare's entries are moved into the worktree directory, which
+	// itself stays: a sandbox being created at the same time may already
+	// have bind-mounted it, and would keep seeing an empty directory if it
+	// were replaced. It is empty (created without its files, its .git
+	// pointer removed), so no rename can land on anything.
+	if ents, err := os.ReadDir(w.Path); err != nil || len(ents) != 0 {
+		return fmt.Errorf("the worktree %s is not empty: no spare checkout moved into it (%v)", w.Path, err)
 	}
-	if err := os.Rename(filepath.Join(claimed, spareFiles), w.Path); err != nil {
-		_ = os.Mkdir(w.Path, 0o755)
-		return fmt.Errorf("moving a spare checkout into place: %w", err)
+	files := filepath.Join(claimed, spareFiles)
+	ents, err := os.ReadDir(files)
+	if err != nil {
+		return fmt.Errorf("reading a spare checkout: %w", err)
+	}
+	for _, e := range ents {
+		if err := os.Rename(filepath.Join(files, e.Name()), filepath.Join(w.Path, e.Name())); err != nil {
+			return fmt.Errorf("moving a spare checkout into place: %w", err)
+		}
 	}
 	if err := copyFile(filepath.Join(claimed, spareIndex), filepath.Join(w.GitDir, "index")); err != nil {
 		return fmt.Errorf("installing a spare checkout's index: %w", err)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -46,8 +47,21 @@ func TestSpareCheckoutClaimedOnceAndClean(t *testing.T) {
 		return w
 	}
 	w1, w2 := add("one"), add("two")
+	// A sandbox being created meanwhile may have bind-mounted the
+	// worktree directory already: the files must land in that directory,
+	// not in a new one put in its place.
+	var before, after syscall.Stat_t
+	if err := syscall.Stat(w1.Path, &before); err != nil {
+		t.Fatal(err)
+	}
 	if err := r.ClaimSpare(ctx, w1, spare); err != nil {
 		t.Fatal(err)
+	}
+	if err := syscall.Stat(w1.Path, &after); err != nil {
+		t.Fatal(err)
+	}
+	if before.Ino != after.Ino {
+		t.Fatalf("the worktree directory was replaced (inode %d -> %d): a sandbox that mounted it would see it empty", before.Ino, after.Ino)
 	}
 	// A spare goes to one worktree only.
 	if err := r.ClaimSpare(ctx, w2, spare); !errors.Is(err, ErrNoSpare) {
