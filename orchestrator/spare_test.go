@@ -143,3 +143,29 @@ func TestNoSpareWhenDisabled(t *testing.T) {
 		t.Fatalf("spares directory exists with spare checkouts off: %v", err)
 	}
 }
+
+// A worktree made from a spare is walked to hand files over only when the
+// extras (submodules, LFS, approved untracked files) may have written
+// into it as this process's user.
+func TestExtrasMayWrite(t *testing.T) {
+	ctx := context.Background()
+	repo := spareTestRepo(t)
+	state := t.TempDir()
+	base, _ := repo.ResolveBase(ctx, "")
+	w, err := repo.Add(ctx, worktree.AddOptions{Path: filepath.Join(state, "worktrees", "w"), Branch: "agent/w", Start: base.Commit, NoCheckout: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.Populate(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	task := &store.Task{ID: "t", StartCommit: base.Commit}
+	plain, _ := New(Options{StateDir: state})
+	if plain.extrasMayWrite(ctx, repo, w, task) {
+		t.Fatal("a repository without submodules, LFS or includes may be written by the extras?")
+	}
+	withInclude, _ := New(Options{StateDir: state, Environment: EnvironmentOptions{Include: []string{".env"}}})
+	if !withInclude.extrasMayWrite(ctx, repo, w, task) {
+		t.Fatal("approved includes are copied in, yet the spare's tree would not be handed over")
+	}
+}
