@@ -107,10 +107,16 @@ func benchRun(ctx context.Context, opts *BenchOptions) error {
 		}
 		full.Concurrent = &c
 	}
-	if len(opts.StartFiles) > 0 {
+	var sizes []int
+	for _, n := range opts.StartFiles {
+		if n > 0 {
+			sizes = append(sizes, n)
+		}
+	}
+	if len(sizes) > 0 {
 		s, err := orchestrator.BenchStart(ctx, orchestrator.StartBenchOptions{Engine: e,
 			Sandbox: sandbox.Spec{Image: opts.Image, Toolbox: tb, Labels: labels},
-			Files:   opts.StartFiles, Progress: progress})
+			Files:   sizes, Progress: progress})
 		if err != nil {
 			return err
 		}
