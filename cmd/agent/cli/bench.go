@@ -53,8 +53,15 @@ first tool call answered) against 'docker run --rm --network none IMG true',
 and tool-call latency (read_file of a small file, 'true' through the bash
 tool) against one 'docker exec' call: medians, p95 and the ratios.
 
+Then --concurrent sandboxes created at once (ready p95 against as many
+'docker run' at once, --rounds rounds, failures counted), and on generated
+repositories of --start-files files, task start to first tool call (the
+first task on the commit, and later ones that take over a spare checkout)
+against 'git worktree add' + 'docker run'.
+
 Targets: read_file median <= 1/20 of docker exec; ready median <= 1.3x
-docker run.`,
+docker run; concurrent ready p95 <= 1.0x with no failure; task start on a
+big repository <= 0.25x.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Iterations < 0 {
