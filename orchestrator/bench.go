@@ -127,7 +127,7 @@ func benchStartSize(ctx context.Context, opts StartBenchOptions, docker string, 
 	spec.Labels = labels
 	o, err := New(Options{
 		StateDir: filepath.Join(tmp, "state"),
-		Engine:   func(context.Context) (*sandbox.Engine, error) { return opts.Engine, nil },
+		Engine:   func(context.Context) (sandbox.Backend, error) { return opts.Engine, nil },
 		Sandbox:  spec, SpareCheckouts: 1,
 	})
 	if err != nil {
