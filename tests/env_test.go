@@ -182,10 +182,16 @@ func commandDuration(t *testing.T, tk *store.Task, prefix string) (time.Duration
 // TestEnvPython: a Python package tested with Debian's python3-pytest in a
 // sandbox without network; a command missing from the image gets a note
 // naming it, in the tool result and in the review.
+// envBuildTimeout bounds a run that builds an environment image: unpacking
+// a toolchain (golang-go is ~300 MB installed) took up to three minutes on
+// a loaded 2-core machine.
+const envBuildTimeout = 10 * time.Minute
+
 func TestEnvPython(t *testing.T) {
 	requireEnvTests(t)
 	c := RequireEngine(t)
 	e := NewAgentEnv(t, c)
+	e.Timeout = envBuildTimeout
 	e.Env = append(e.Env, "AGENT_SANDBOX_IMAGE=agent/sandbox:latest")
 	removeLabelledImagesOnCleanup(t, c, e.Label)
 	repo := writeRepo(t, map[string]string{
@@ -321,6 +327,7 @@ func TestEnvGo(t *testing.T) {
 	requireEnvTests(t)
 	c := RequireEngine(t)
 	e := NewAgentEnv(t, c)
+	e.Timeout = envBuildTimeout
 	e.Env = append(e.Env, "AGENT_SANDBOX_IMAGE=agent/sandbox:latest")
 	removeLabelledImagesOnCleanup(t, c, e.Label)
 	proxy := goProxy(t)

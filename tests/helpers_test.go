@@ -155,6 +155,9 @@ type AgentEnv struct {
 	StateDir string
 	Label    string // sandbox.LabelTest value of this test's containers
 	Env      []string
+	// Timeout bounds each Run; 0 means three minutes. Runs that install
+	// real packages (environment builds) need more on a busy machine.
+	Timeout time.Duration
 }
 
 // NewAgentEnv builds the binaries and prepares an isolated environment.
@@ -190,7 +193,11 @@ func (e *AgentEnv) Command(ctx context.Context, dir string, args ...string) *exe
 // Run runs agent in dir and returns its exit code, stdout and stderr.
 func (e *AgentEnv) Run(dir string, args ...string) (int, string, string) {
 	e.T.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	limit := e.Timeout
+	if limit == 0 {
+		limit = 3 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := e.Command(ctx, dir, args...)
 	var out, errOut bytes.Buffer
