@@ -117,6 +117,9 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 	}
 	if t.GPUs != "" {
 		rv.Warnings = append(rv.Warnings, gpuWarning(t.GPUs))
+		if t.GPUNote != "" {
+			rv.Warnings = append(rv.Warnings, t.GPUNote)
+		}
 	}
 	tip, err := repo.BranchTip(ctx, t.Branch)
 	if err != nil {

@@ -37,6 +37,9 @@ type TaskOptions struct {
 	// GPUs gives the task's sandbox (and its sub-agents') NVIDIA GPUs:
 	// "all" or ids like "0,1"; "" or "none": none (the default).
 	GPUs string
+	// GPUNote is what the review says about the GPUs' memory check ("" when
+	// there is nothing to say).
+	GPUNote string
 }
 
 // Run is a task being worked on by this process. Close it when done.
@@ -161,7 +164,7 @@ func (o *Orchestrator) NewTask(ctx context.Context, opts TaskOptions) (_ *Run, e
 		Repo: repo.Root, RepoGitDir: repo.CommonDir,
 		BaseRef: base.Ref, BaseBranch: base.Branch, BaseCommit: base.Commit, StartCommit: base.Commit,
 		Branch: "agent/" + Slug(prompt) + "-" + id,
-		Image:  image, Environment: env, GPUs: gpus, LLM: opts.LLM, Model: ep.model, PID: os.Getpid(),
+		Image:  image, Environment: env, GPUs: gpus, GPUNote: opts.GPUNote, LLM: opts.LLM, Model: ep.model, PID: os.Getpid(),
 		Session: o.sessionPath(id), Events: o.eventsPath(id),
 		Created: now,
 	}

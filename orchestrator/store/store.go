@@ -132,10 +132,11 @@ type Task struct {
 	// Environment is the project environment the sandbox runs in (its
 	// image is Image), when the repository or the user defines one.
 	Environment *Environment `json:"environment,omitempty"`
-	GPUs        string       `json:"gpus,omitempty"`    // NVIDIA GPUs of the task's sandboxes ("" none)
-	Session     string       `json:"session,omitempty"` // transcript (JSONL)
-	Events      string       `json:"events,omitempty"`  // event log (JSONL)
-	LLM         string       `json:"llm,omitempty"`     // endpoint URL or script:FILE
+	GPUs        string       `json:"gpus,omitempty"`     // NVIDIA GPUs of the task's sandboxes ("" none)
+	GPUNote     string       `json:"gpu_note,omitempty"` // what the GPU memory check could not tell ("" nothing)
+	Session     string       `json:"session,omitempty"`  // transcript (JSONL)
+	Events      string       `json:"events,omitempty"`   // event log (JSONL)
+	LLM         string       `json:"llm,omitempty"`      // endpoint URL or script:FILE
 	Model       string       `json:"model,omitempty"`
 	PID         int          `json:"pid,omitempty"`
 

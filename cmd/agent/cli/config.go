@@ -56,8 +56,12 @@ type SandboxConfig struct {
 	// MinFree is the free space the state directory's file system must
 	// keep while a task runs; "0" switches the floor off.
 	MinFree string `mapstructure:"min_free"`
-	Toolbox string `mapstructure:"toolbox"`
-	Runtime string `mapstructure:"runtime"` // "" = engine default (runc); e.g. "runsc"
+	// GPUReserve is the free GPU memory the managed model server must
+	// keep on a GPU that `task --gpus` also gives a task's sandbox; "0"
+	// switches the check off.
+	GPUReserve string `mapstructure:"gpu_reserve"`
+	Toolbox    string `mapstructure:"toolbox"`
+	Runtime    string `mapstructure:"runtime"` // "" = engine default (runc); e.g. "runsc"
 	// Seccomp is "strict" (the project's allowlist, policy.StrictSeccomp,
 	// the default) or "default" (the engine's profile, the opt-out).
 	Seccomp string `mapstructure:"seccomp"`
@@ -165,6 +169,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("sandbox.tmpfs", "1g")
 	v.SetDefault("sandbox.disk", "10g")
 	v.SetDefault("sandbox.min_free", "1g")
+	v.SetDefault("sandbox.gpu_reserve", "1g")
 	v.SetDefault("sandbox.toolbox", "")
 	v.SetDefault("sandbox.runtime", "")
 	v.SetDefault("sandbox.seccomp", "strict")

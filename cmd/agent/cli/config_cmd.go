@@ -23,6 +23,7 @@ var keyDocs = map[string]string{
 	"sandbox.disk":              "bound of a task's workspace on disk (0: none)",
 	"sandbox.spare_checkouts":   "ready-made checkouts kept per commit so the next task on it starts at once (0: none)",
 	"sandbox.min_free":          "free space the state directory must keep while a task runs (0: none)",
+	"sandbox.gpu_reserve":       "free GPU memory the model server keeps on a GPU task --gpus shares (0: no check)",
 	"sandbox.toolbox":           "path of agent-toolbox (default: next to agent)",
 	"sandbox.runtime":           "OCI runtime, e.g. runsc for gVisor (default: the engine's)",
 	"sandbox.seccomp":           "default (the engine's profile) or strict (the project's allowlist)",

@@ -16,6 +16,7 @@ import (
 	"github.com/localagent/agent/agent/event"
 	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"github.com/localagent/agent/orchestrator"
+	"github.com/localagent/agent/orchestrator/llamaserver"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/policy"
@@ -284,8 +285,21 @@ func taskRun(ctx context.Context, opts *TaskOptions) (err error) {
 	if err != nil {
 		return err
 	}
+	gpuNote, err := gpuMemoryCheck(ctx, opts.GPUs, cfg.Sandbox.GPUReserve, func(ctx context.Context) (*llamaserver.Status, error) {
+		m, err := llmManager(opts.Factory, nil)
+		if err != nil {
+			return nil, err
+		}
+		return m.Status(ctx, "")
+	}, hostGPUMemory)
+	if err != nil {
+		return err
+	}
+	if gpuNote != "" {
+		r.Emit(event.Event{Kind: event.Notice, Text: "warning: " + gpuNote})
+	}
 	run, err := o.NewTask(ctx, orchestrator.TaskOptions{
-		Prompt: opts.Prompt, RepoDir: opts.Repo, Base: opts.Base, IncludeUncommitted: opts.IncludeUncommitted, GPUs: opts.GPUs,
+		Prompt: opts.Prompt, RepoDir: opts.Repo, Base: opts.Base, IncludeUncommitted: opts.IncludeUncommitted, GPUs: opts.GPUs, GPUNote: gpuNote,
 		LLM: cfg.LLM.URL, Model: cfg.LLM.ServedModel, Image: cfg.Sandbox.Image,
 	})
 	if err != nil {
