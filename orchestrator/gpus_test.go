@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -42,5 +43,39 @@ func TestTaskSandboxGPUs(t *testing.T) {
 func TestReviewShowsGPUs(t *testing.T) {
 	if !strings.Contains(gpuWarning("0"), "--gpus 0") {
 		t.Error("the review's GPU warning does not name the GPUs")
+	}
+}
+
+// What the GPU memory check could not tell is kept with the task and
+// repeated in its review, beside the GPU warning.
+func TestReviewRepeatsGPUNote(t *testing.T) {
+	const note = "could not read GPU memory (nvidia-smi: exit status 9): the sandbox shares the model server's GPU without a VRAM check"
+	for _, withNote := range []bool{false, true} {
+		f := newLocalFixture(t, writeGreetScript)
+		ctx := context.Background()
+		opts := TaskOptions{Prompt: "write greet.txt", RepoDir: f.repo, LLM: "script:" + f.script, GPUs: "0"}
+		if withNote {
+			opts.GPUNote = note
+		}
+		r, err := f.o.NewTask(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Execute(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		saved, err := f.o.store.Load(r.Task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev, err := f.o.Review(ctx, saved)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := slices.Contains(rev.Warnings, note)
+		if got != withNote || !slices.Contains(rev.Warnings, gpuWarning("0")) {
+			t.Errorf("note given %v: review warnings %q", withNote, rev.Warnings)
+		}
 	}
 }
