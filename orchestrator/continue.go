@@ -71,15 +71,7 @@ func (o *Orchestrator) Continue(ctx context.Context, ref string, opts ContinueOp
 	if err := o.preflightSandbox(ctx, t.Image); err != nil {
 		return nil, err
 	}
-	spec := t.LLM
-	if opts.LLM != "" {
-		spec = opts.LLM
-	}
-	model := opts.Model
-	if model == "" && !strings.HasPrefix(spec, ScriptPrefix) && spec == t.LLM {
-		model = t.Model
-	}
-	ep, err := o.openLLM(ctx, spec, model)
+	spec, ep, err := o.reopenLLM(ctx, t, opts.LLM, opts.Model)
 	if err != nil {
 		return nil, err
 	}

@@ -254,15 +254,7 @@ func (o *Orchestrator) Resume(ctx context.Context, ref string, opts ResumeOption
 	if err := o.preflightSandbox(ctx, t.Image); err != nil {
 		return nil, err
 	}
-	spec := t.LLM
-	if opts.LLM != "" {
-		spec = opts.LLM
-	}
-	model := opts.Model
-	if model == "" && !strings.HasPrefix(spec, ScriptPrefix) && spec == t.LLM {
-		model = t.Model
-	}
-	ep, err := o.openLLM(ctx, spec, model)
+	spec, ep, err := o.reopenLLM(ctx, t, opts.LLM, opts.Model)
 	if err != nil {
 		return nil, err
 	}
@@ -328,4 +320,19 @@ func taskGPUs(s string) (string, error) {
 		return "", fmt.Errorf("--gpus %s: a task's sandbox takes NVIDIA GPUs only: all, or ids like 0,1", s)
 	}
 	return g.String(), nil
+}
+
+// reopenLLM opens the endpoint a resumed or continued task talks to: the
+// one it started with and its model, unless llm (and model) name others.
+// It returns the endpoint's spec as the record keeps it.
+func (o *Orchestrator) reopenLLM(ctx context.Context, t *store.Task, llm, model string) (string, *endpoint, error) {
+	spec := t.LLM
+	if llm != "" {
+		spec = llm
+	}
+	if model == "" && !strings.HasPrefix(spec, ScriptPrefix) && spec == t.LLM {
+		model = t.Model
+	}
+	ep, err := o.openLLM(ctx, spec, model)
+	return spec, ep, err
 }

@@ -146,7 +146,8 @@ The prompt is the argument, - for stdin, or --prompt-file FILE.`,
 	return cmd
 }
 
-func continueRun(ctx context.Context, opts *ContinueOptions) error {
+func continueRun(ctx context.Context, opts *ContinueOptions) (err error) {
+	defer jsonResultOnError(opts.IO, opts.JSON, &err)
 	approve, err := parseApprove(opts.Approve)
 	if err != nil {
 		return err
