@@ -201,3 +201,122 @@ func TestTerminalColourAndDumb(t *testing.T) {
 		})
 	}
 }
+
+// askUserScript asks whom to greet and writes the greeting only when the
+// answer it was sent is Grace Hopper (the scripted server refuses the
+// request otherwise, so no file is written).
+const askUserScript = `model: ask
+n_ctx: 16384
+turns:
+  - tool_calls:
+      - {name: ask_user, arguments: {question: "Whom should I greet?", options: ["Ada Lovelace", "Grace Hopper"]}}
+  - expect: {last_role: tool, tool_result_contains: "Grace Hopper"}
+    tool_calls:
+      - {name: write_file, arguments: {path: greeting.txt, content: "Hello, Grace Hopper\n"}}
+  - text: "Greeted Grace Hopper."
+`
+
+// ask_user answered through its form on a real terminal: the option picked
+// with the arrow key and Enter is the tool result the model receives, and
+// the task goes on to the approval form. Control: Enter alone picks the
+// first option, the model's expectation fails and nothing is written.
+func TestAskUserAnsweredOnPTY(t *testing.T) {
+	c := RequireEngine(t)
+	for _, tc := range []struct {
+		name  string
+		keys  string
+		wrote bool
+	}{{"down, enter picks the second option", "\x1b[B\r", true}, {"enter picks the first (control)", "\r", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := NewAgentEnv(t, c)
+			repo := NewSampleRepo(t)
+			master, slave := openPTY(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			cmd := env.Command(ctx, repo, "task", "--llm", "script:"+writeScript(t, askUserScript), env.LabelFlag(), "Greet someone")
+			cmd.Env = append(cmd.Env, "TERM=xterm")
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			var mu sync.Mutex
+			var screen bytes.Buffer
+			go func() {
+				buf := make([]byte, 4096)
+				for {
+					n, err := master.Read(buf)
+					mu.Lock()
+					screen.Write(buf[:n])
+					mu.Unlock()
+					if err != nil {
+						return
+					}
+				}
+			}()
+			seen := func() string {
+				mu.Lock()
+				defer mu.Unlock()
+				return screen.String()
+			}
+			// waitFor waits for text on the screen after offset from; false
+			// when the process ended first.
+			waitFor := func(text string, from int) (int, bool) {
+				for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+					s := seen()
+					if i := strings.Index(s[from:], text); i >= 0 {
+						return from + i + len(text), true
+					}
+					select {
+					case err := <-exited:
+						exited <- err
+						return 0, false
+					default:
+					}
+					if time.Now().After(deadline) || (from == 0 && strings.Contains(s, "what should happen to its branch")) {
+						t.Fatalf("%q never showed:\n%q", text, s)
+					}
+				}
+			}
+			at, ok := waitFor("The agent asks: Whom should I greet?", 0)
+			if !ok || strings.Contains(seen()[:at], "what should happen to its branch") {
+				t.Fatalf("ended before the question:\n%s", seen())
+			}
+			time.Sleep(300 * time.Millisecond) // the form reads keys once it has drawn
+			for _, k := range strings.SplitAfter(tc.keys, "\x1b[B") {
+				if _, err := master.Write([]byte(k)); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			if _, ok := waitFor("what should happen to its branch", at); ok {
+				time.Sleep(300 * time.Millisecond)
+				if _, err := master.Write([]byte("\r")); err != nil {
+					t.Fatal(err)
+				}
+			} else if tc.wrote {
+				t.Fatalf("ended before the approval form:\n%s", seen())
+			}
+			var err error
+			select {
+			case err = <-exited:
+			case <-ctx.Done():
+				t.Fatalf("agent did not exit:\n%s", seen())
+			}
+			if _, isExit := err.(*exec.ExitError); err != nil && !isExit {
+				t.Fatal(err)
+			}
+			task := onlyTask(t, env.StateDir)
+			got, gerr := exec.Command("git", "-C", repo, "show", task.Branch+":greeting.txt").Output()
+			if tc.wrote {
+				if err != nil || gerr != nil || string(got) != "Hello, Grace Hopper\n" {
+					t.Fatalf("want the greeting on %s and exit 0: exit %v, file %q (%v)\n%s", task.Branch, err, got, gerr, seen())
+				}
+			} else if gerr == nil {
+				t.Fatalf("control: the greeting was written though the first option was picked:\n%s", seen())
+			}
+		})
+	}
+}
