@@ -93,7 +93,9 @@ type chatSession struct {
 	mu  sync.Mutex
 	run *orchestrator.Run
 	// note is told to the model with the next message (after /undo).
-	note     string
+	note string
+	// planNext runs the next message in plan mode (/plan).
+	planNext bool
 	finished bool // merged, kept or discarded: the session is over
 	// outcome says what the decision that ended the session did.
 	outcome string
@@ -142,6 +144,8 @@ func (s *chatSession) turn(ctx context.Context, msg string) error {
 	run := s.run
 	note := s.note
 	s.note = ""
+	plan := s.planNext
+	s.planNext = false
 	s.mu.Unlock()
 	if note != "" {
 		msg = note + "\n\n" + msg
@@ -169,7 +173,11 @@ func (s *chatSession) turn(ctx context.Context, msg string) error {
 	s.mu.Lock()
 	s.run = run
 	s.mu.Unlock()
+	// Plan mode holds for this message only, as with agent task --plan;
+	// the plan is the turn's answer and the next message carries it out.
+	run.Plan = plan
 	err = run.Execute(ctx)
+	run.Plan = false
 	if errors.Is(err, orchestrator.ErrInterrupted) {
 		// The session goes on: what was done so far is committed and the
 		// task is under review again.
@@ -192,6 +200,7 @@ const chatHelp = `/diff      the task's changes against its base
 /discard   discard the branch and its worktree (/discard yes when work would be lost)
 /undo      revert the agent's last commit on the branch (a new commit; nothing is lost)
 /compact   compact the conversation before the next message
+/plan      plan mode for the next message: the agent only reads, then answers with its plan
 /stats     tokens, speed, turns and commits
 /model     the model and its endpoint
 /help      this list
@@ -294,6 +303,11 @@ func (s *chatSession) command(ctx context.Context, line string) (send string, qu
 		}
 		run.CompactNext()
 		s.print(fmt.Sprintf("your next message starts by compacting the conversation (older tool outputs first; it also happens by itself near the %d-token window); the transcript keeps every message", run.ContextTokens()))
+	case "plan":
+		s.mu.Lock()
+		s.planNext = true
+		s.mu.Unlock()
+		s.print("your next message runs in plan mode: the agent may only read and answers with its plan; the message after it carries the plan out")
 	case "stats":
 		if needTask() {
 			var b strings.Builder

@@ -81,3 +81,44 @@ func TestChatLineMode(t *testing.T) {
 		t.Error("main did not move")
 	}
 }
+
+// /plan in line mode: the next message runs in plan mode, so the model's
+// write is refused as a tool result (the scripted model expects the
+// refusal); the message after it runs normally and the same write lands
+// (control: the write itself works).
+func TestChatPlanLineMode(t *testing.T) {
+	label, stateDir := taskEnv(t)
+	repo, _ := demoRepo(t)
+	script := writeScript(t, `model: plan
+turns:
+  - expect: {last_role: user, last_contains: "Write plan.txt"}
+    tool_calls:
+      - {name: write_file, arguments: {path: plan.txt, content: "planned\n"}}
+  - expect: {last_role: tool, tool_result_contains: "write_file is not allowed yet: this task is in plan mode"}
+    text: "Plan: write plan.txt."
+  - expect: {last_role: user, last_contains: "Go ahead"}
+    tool_calls:
+      - {name: write_file, arguments: {path: plan.txt, content: "planned\n"}}
+  - expect: {last_role: tool, tool_result_contains: "plan.txt"}
+    text: "Wrote plan.txt."
+`)
+	ios, in, out, errOut := TestStreams()
+	in.WriteString("/plan\nWrite plan.txt\nGo ahead\n/keep\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	err := chatRun(ctx, &ChatOptions{IO: ios, Factory: NewFactory(ios), Repo: repo,
+		Labels: []string{sandbox.LabelTest + "=" + label}, Run: RunFlags{LLM: "script:" + script, LLMSet: true}})
+	if err != nil {
+		t.Fatalf("chat: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+	got := errOut.String()
+	for _, want := range []string{"your next message runs in plan mode", "not allowed yet", "Plan: write plan.txt.", "Wrote plan.txt."} {
+		if !strings.Contains(got, want) {
+			t.Errorf("chat output lacks %q:\n%s", want, got)
+		}
+	}
+	tk := onlyTask(t, stateDir)
+	if b := gitOut(t, repo, "show", tk.Branch+":plan.txt"); b != "planned" {
+		t.Errorf("plan.txt on the branch: %q, want the write after plan mode to land", b)
+	}
+}
