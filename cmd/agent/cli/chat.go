@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"github.com/localagent/agent/orchestrator"
 	"github.com/localagent/agent/orchestrator/store"
 )
@@ -131,7 +132,7 @@ func (s *chatSession) close(ctx context.Context) {
 	}
 	if !s.finished && s.run.Task.State == store.Review {
 		if out, err := s.o.Decide(context.WithoutCancel(ctx), s.run.Task, orchestrator.Keep, true); err == nil {
-			s.print(termSafe(out.Message))
+			s.print(termtext.Text(out.Message))
 		}
 	}
 	s.run.Close()
@@ -236,22 +237,22 @@ func (s *chatSession) command(ctx context.Context, line string) (send string, qu
 		if needTask() {
 			var b bytes.Buffer
 			if err := s.o.Diff(ctx, t, &b); err != nil {
-				s.print("diff: " + termSafe(err.Error()))
+				s.print("diff: " + termtext.Text(err.Error()))
 			} else if b.Len() == 0 {
 				s.print("no changes yet")
 			} else {
-				s.print(termSafe(strings.TrimRight(b.String(), "\n")))
+				s.print(termtext.Text(strings.TrimRight(b.String(), "\n")))
 			}
 		}
 	case "review":
 		if needTask() {
 			if rv, err := s.o.Review(ctx, t); err != nil {
-				s.print("review: " + termSafe(err.Error()))
+				s.print("review: " + termtext.Text(err.Error()))
 			} else {
 				var b bytes.Buffer
 				printReview(&b, rv, 0, colors{})
 				printSpeed(&b, t.Tokens, 0)
-				s.print(termSafe(strings.TrimRight(b.String(), "\n")))
+				s.print(termtext.Text(strings.TrimRight(b.String(), "\n")))
 			}
 		}
 	case "merge", "squash", "keep", "discard":
@@ -271,12 +272,12 @@ func (s *chatSession) command(ctx context.Context, line string) (send string, qu
 		}
 		out, err := s.o.Decide(ctx, t, d, true)
 		if err != nil {
-			s.print(name + ": " + termSafe(err.Error()))
+			s.print(name + ": " + termtext.Text(err.Error()))
 			break
 		}
-		s.print(termSafe(out.Message))
+		s.print(termtext.Text(out.Message))
 		s.mu.Lock()
-		s.finished, s.outcome = true, termSafe(out.Message)
+		s.finished, s.outcome = true, termtext.Text(out.Message)
 		s.mu.Unlock()
 		return "", true
 	case "undo":
@@ -289,10 +290,10 @@ func (s *chatSession) command(ctx context.Context, line string) (send string, qu
 		}
 		subject, err := run.Undo(ctx)
 		if err != nil {
-			s.print("undo: " + termSafe(err.Error()))
+			s.print("undo: " + termtext.Text(err.Error()))
 			break
 		}
-		s.print("reverted the agent's last commit: " + termSafe(subject))
+		s.print("reverted the agent's last commit: " + termtext.Text(subject))
 		s.mu.Lock()
 		s.note = fmt.Sprintf("(Note: the user reverted your last commit, %q; the workspace no longer has those changes.)", subject)
 		s.mu.Unlock()
@@ -311,7 +312,7 @@ func (s *chatSession) command(ctx context.Context, line string) (send string, qu
 	case "stats":
 		if needTask() {
 			var b strings.Builder
-			fmt.Fprintf(&b, "task %s (%s) on %s\n", t.ID, t.State, termSafe(t.Branch))
+			fmt.Fprintf(&b, "task %s (%s) on %s\n", t.ID, t.State, termtext.Text(t.Branch))
 			fmt.Fprintf(&b, "turns: %d · commits: %d · tokens %d in / %d out", 1+len(t.FollowUps), len(t.Commits), t.Tokens.Prompt, t.Tokens.Completion)
 			if t.Tokens.Requests > 0 {
 				b.WriteString("\n" + speedLine(t.Tokens.Requests, t.Tokens.PromptProcessed, t.Tokens.PromptCached, t.Tokens.AvgFirstTokenMS, t.Tokens.GenTokens, t.Tokens.GenMS, t.Tokens.ServerTimings))
@@ -329,11 +330,11 @@ func (s *chatSession) command(ctx context.Context, line string) (send string, qu
 		if model == "" {
 			model = "the server's"
 		}
-		s.print(fmt.Sprintf("model %s at %s (another model: leave and run agent continue TASK --model NAME)", termSafe(model), termSafe(endpoint)))
+		s.print(fmt.Sprintf("model %s at %s (another model: leave and run agent continue TASK --model NAME)", termtext.Text(model), termtext.Text(endpoint)))
 	default:
 		text, err := s.projectCommand(name)
 		if err != nil {
-			s.print(termSafe(err.Error()))
+			s.print(termtext.Text(err.Error()))
 			break
 		}
 		return strings.ReplaceAll(text, "$ARGUMENTS", args), false
@@ -390,7 +391,7 @@ func (s *chatSession) projectCommandsHelp() string {
 	var names []string
 	for _, e := range ents {
 		if n, ok := strings.CutSuffix(e.Name(), ".md"); ok && e.Type().IsRegular() && !strings.ContainsAny(n, `/\.`) {
-			names = append(names, "/"+termSafe(n))
+			names = append(names, "/"+termtext.Text(n))
 		}
 	}
 	if len(names) == 0 {
@@ -448,7 +449,7 @@ func chatLines(ctx context.Context, opts *ChatOptions) error {
 			if ctx.Err() != nil {
 				return ErrCancelled
 			}
-			print("error: " + termSafe(err.Error()))
+			print("error: " + termtext.Text(err.Error()))
 		}
 	}
 	return sc.Err()

@@ -14,6 +14,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 )
 
 // Messages of the chat view.
@@ -112,7 +113,7 @@ func (m *chatModel) event(e event.Event) {
 	case event.ToolStarted:
 		m.running = e.Tool
 		m.blocks = append(m.blocks, chatBlock{kind: "tool", call: e.Agent + "\x00" + e.CallID,
-			text: sub + "> " + e.Tool + " " + summarizeArgs(e.Tool, e.Args), detail: termSafe(toolDetail(e.Tool, e.Args))})
+			text: sub + "> " + e.Tool + " " + summarizeArgs(e.Tool, e.Args), detail: termtext.Text(toolDetail(e.Tool, e.Args))})
 	case event.ToolFinished:
 		m.running = ""
 		status := "ok"
@@ -190,9 +191,9 @@ func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		switch {
 		case errors.Is(msg.err, errStopped):
-			m.add("info", termSafe(msg.err.Error()))
+			m.add("info", termtext.Text(msg.err.Error()))
 		case msg.err != nil:
-			m.add("error", "error: "+termSafe(msg.err.Error()))
+			m.add("error", "error: "+termtext.Text(msg.err.Error()))
 		}
 		return m, nil
 	case chatCmdMsg:

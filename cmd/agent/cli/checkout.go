@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 )
 
 // NewCmdCheckout builds `agent checkout`.
@@ -39,6 +41,6 @@ func checkoutRun(ctx context.Context, opts *TaskRefOptions) error {
 	if res.Committed != "" {
 		fmt.Fprintf(opts.IO.ErrOut, "committed the work left in the task's worktree (%.10s)\n", res.Committed)
 	}
-	fmt.Fprintln(opts.IO.Out, termSafe(res.Message))
+	fmt.Fprintln(opts.IO.Out, termtext.Text(res.Message))
 	return nil
 }

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"io"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"github.com/localagent/agent/orchestrator"
 )
 
@@ -193,11 +193,6 @@ func continueAfterReview(w io.Writer, run *orchestrator.Run, changes string) err
 		}
 		return err
 	}
-	fmt.Fprintf(w, "continuing task %s with your message: %s\n", run.Task.ID, termSafe(oneLine(changes, 100)))
+	fmt.Fprintf(w, "continuing task %s with your message: %s\n", run.Task.ID, termtext.Text(oneLine(changes, 100)))
 	return nil
 }
-
-// termSafe makes text from the model, the sandbox or the repository safe
-// to write to a terminal. It is termtext.Text: one escaping function for
-// everything shown (DESIGN invariant 10).
-func termSafe(s string) string { return termtext.Text(s) }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/localagent/agent/agent/llm"
 	"github.com/localagent/agent/agent/session"
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/sandbox"
 	"github.com/localagent/agent/sandbox/sandboxtest"
@@ -462,14 +463,14 @@ func typeKeysInto(t *testing.T, w io.Writer, shown *syncBuffer, keys ...string) 
 
 func TestTermSafe(t *testing.T) {
 	in := "ok\x1b]0;pwned\x07 \x1b[2J\rline\nnext\ttab \u202eevil \xff end"
-	got := termSafe(in)
+	got := termtext.Text(in)
 	for _, bad := range []string{"\x1b", "\x07", "\r", "\u202e", "\xff"} {
 		if strings.Contains(got, bad) {
 			t.Errorf("termSafe left %q in %q", bad, got)
 		}
 	}
 	if !strings.Contains(got, "line\nnext\ttab") || !strings.Contains(got, `\x1b]0;pwned`) {
-		t.Errorf("termSafe(%q) = %q", in, got)
+		t.Errorf("termtext.Text(%q) = %q", in, got)
 	}
 	// Control: the raw text does hold what termSafe removes.
 	if !strings.Contains(in, "\x1b") {

@@ -16,6 +16,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/spf13/cobra"
 
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"github.com/localagent/agent/orchestrator"
 	"github.com/localagent/agent/orchestrator/environment"
 	"github.com/localagent/agent/orchestrator/store"
@@ -175,10 +176,10 @@ func envShow(ctx context.Context, f *Factory, opts *EnvOptions) error {
 	if p.Present {
 		state = "present"
 	}
-	fmt.Fprintf(w, "source:     %s\n", envSafe(p.Source))
+	fmt.Fprintf(w, "source:     %s\n", termtext.Text(p.Source))
 	fmt.Fprintf(w, "image:      %s (%s)\n", p.Ref, state)
 	fmt.Fprintf(w, "hash:       %s\n", p.Hash)
-	fmt.Fprintf(w, "lock files: %s\n", envSafe(strings.Join(p.Lockfiles, ", ")))
+	fmt.Fprintf(w, "lock files: %s\n", termtext.Text(strings.Join(p.Lockfiles, ", ")))
 	fmt.Fprintf(w, "caches:     %s in %s\n", strings.Join(p.Ecosystems, ", "), p.CacheDir)
 	fmt.Fprintf(w, "mirror:     %s\n", p.Mirror)
 	eg := p.Egress
@@ -186,7 +187,7 @@ func envShow(ctx context.Context, f *Factory, opts *EnvOptions) error {
 		eg = "none (env.egress in your config)"
 	}
 	fmt.Fprintf(w, "setup network: %s\n\n", eg)
-	fmt.Fprint(w, envSafe(p.Def.YAML()))
+	fmt.Fprint(w, termtext.Text(p.Def.YAML()))
 	return nil
 }
 
@@ -251,7 +252,7 @@ func envInit(ctx context.Context, opts *EnvOptions) error {
 		text += "# no toolchain recognised: list the Debian packages your build and tests need under packages:\n"
 	}
 	if !opts.Write {
-		fmt.Fprint(opts.IO.Out, envSafe(text))
+		fmt.Fprint(opts.IO.Out, termtext.Text(text))
 		return nil
 	}
 	// Written into the user's checkout on the user's command: never over
@@ -304,7 +305,7 @@ func newCmdEnvCacheLs(f *Factory) *cobra.Command {
 				for _, n := range names {
 					parts = append(parts, fmt.Sprintf("%s %.1f MB", n, float64(c.Sizes[n])/1e6))
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Key, envSafe(c.Repo), strings.Join(parts, ", "))
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Key, termtext.Text(c.Repo), strings.Join(parts, ", "))
 			}
 			return tw.Flush()
 		},
@@ -336,7 +337,7 @@ func newCmdEnvCacheRm(f *Factory) *cobra.Command {
 				for _, tk := range tasks {
 					k := environment.RepoKey(tk.RepoGitDir)
 					if tk.State == store.Running && (key == "" || key == k || key == tk.Repo) {
-						return fmt.Errorf("task %s of %s is running with these caches: wait for it or stop it first", tk.ID, envSafe(tk.Repo))
+						return fmt.Errorf("task %s of %s is running with these caches: wait for it or stop it first", tk.ID, termtext.Text(tk.Repo))
 					}
 				}
 			}
@@ -364,21 +365,4 @@ func newCmdEnvCacheRm(f *Factory) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&opts.All, "all", false, "delete every repository's caches")
 	return cmd
-}
-
-// envSafe makes repository text printable: control characters become
-// escapes.
-func envSafe(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\n' || r == '\t':
-			b.WriteRune(r)
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
-			fmt.Fprintf(&b, "\\u%04x", r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }

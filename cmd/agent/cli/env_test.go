@@ -70,12 +70,6 @@ func TestEnvInit(t *testing.T) {
 	}
 }
 
-func TestEnvSafe(t *testing.T) {
-	if got := envSafe("a\x1b[31mb\u202ec\n"); got != "a\\u001b[31mb\\u202ec\n" {
-		t.Errorf("envSafe = %q", got)
-	}
-}
-
 func TestEnvironmentOptionsFromConfig(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "env.yaml")
 	if err := os.WriteFile(f, []byte("packages: [make]\n"), 0o644); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"github.com/localagent/agent/orchestrator/store"
 )
 
@@ -168,8 +169,8 @@ func followRun(ctx context.Context, opts *TaskRefOptions, thinking bool) error {
 // safeEvent escapes every text field of an event read back from a log the
 // model's and the sandbox's output went into.
 func safeEvent(e event.Event) event.Event {
-	e.Text, e.Tool, e.Args = termSafe(e.Text), termSafe(e.Tool), termSafe(e.Args)
-	e.Agent, e.State, e.CallID = termSafe(e.Agent), termSafe(e.State), termSafe(e.CallID)
-	e.Output = termSafe(e.Output)
+	e.Text, e.Tool, e.Args = termtext.Text(e.Text), termtext.Text(e.Tool), termtext.Text(e.Args)
+	e.Agent, e.State, e.CallID = termtext.Text(e.Agent), termtext.Text(e.State), termtext.Text(e.CallID)
+	e.Output = termtext.Text(e.Output)
 	return e
 }

@@ -8,10 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"unicode"
 
 	"github.com/spf13/cobra"
 
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"github.com/localagent/agent/orchestrator"
 	"github.com/localagent/agent/orchestrator/worktree"
 )
@@ -98,21 +98,7 @@ func memoryRun(ctx context.Context, opts *MemoryOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprint(opts.IO.Out, printable(string(b)))
+	fmt.Fprint(opts.IO.Out, termtext.Text(string(b)))
 	fmt.Fprintf(opts.IO.ErrOut, "(%s)\n", path)
 	return nil
-}
-
-// printable drops control characters but newlines and tabs: the notes came
-// from the model.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' {
-			return r
-		}
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
-			return -1
-		}
-		return r
-	}, s)
 }

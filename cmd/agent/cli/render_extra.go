@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"github.com/localagent/agent/orchestrator/store"
 )
 
@@ -23,9 +24,9 @@ func (r *eventRenderer) think(e event.Event) {
 		if r.mode == renderLive && r.dim.on {
 			fmt.Fprint(r.w, "\x1b[2m")
 		}
-		fmt.Fprint(r.w, termSafe(who(e))+"thinking: ")
+		fmt.Fprint(r.w, termtext.Text(who(e))+"thinking: ")
 	}
-	text := termSafe(e.Text)
+	text := termtext.Text(e.Text)
 	fmt.Fprint(r.w, text)
 	r.midLine = !strings.HasSuffix(text, "\n")
 }

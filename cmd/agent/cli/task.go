@@ -433,7 +433,7 @@ func executeAndDecide(ctx context.Context, ios *IOStreams, o *orchestrator.Orche
 			printOutcome(human, "note: "+note, width)
 		}
 		if gateErr != nil {
-			fmt.Fprintln(ios.ErrOut, "agent: "+termSafe(gateMsg))
+			fmt.Fprintln(ios.ErrOut, "agent: "+termtext.Text(gateMsg))
 			return gateErr
 		}
 		return cancelled

@@ -8,6 +8,7 @@ import (
 	"github.com/charmbracelet/huh"
 
 	"github.com/localagent/agent/agent"
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 )
 
 // formUser is agent.User on the terminal: plan approval and ask_user as
@@ -65,7 +66,7 @@ func (u *formUser) ReviewPlan(_ context.Context, plan string) (agent.PlanReview,
 	var choice, edited, feedback string
 	in, done := u.ios.formInput()
 	defer done()
-	err := runForm(newPlanForm(printable(plan), &choice, &edited, &feedback), in, u.ios.ErrOut)
+	err := runForm(newPlanForm(termtext.Text(plan), &choice, &edited, &feedback), in, u.ios.ErrOut)
 	if errors.Is(err, ErrCancelled) {
 		return agent.PlanReview{}, agent.ErrUserCancelled
 	}
@@ -103,14 +104,14 @@ func (u *formUser) Ask(_ context.Context, question string, options []string) (st
 	defer u.hold()()
 	clean := make([]string, 0, len(options))
 	for _, o := range options {
-		if o = strings.TrimSpace(printable(o)); o != "" {
+		if o = strings.TrimSpace(termtext.Text(o)); o != "" {
 			clean = append(clean, o)
 		}
 	}
 	var answer string
 	in, done := u.ios.formInput()
 	defer done()
-	err := runForm(newAskForm(printable(question), clean, &answer), in, u.ios.ErrOut)
+	err := runForm(newAskForm(termtext.Text(question), clean, &answer), in, u.ios.ErrOut)
 	if errors.Is(err, ErrCancelled) {
 		return "", agent.ErrUserCancelled
 	}
