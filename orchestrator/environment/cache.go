@@ -35,8 +35,8 @@ type ecosystem struct {
 }
 
 var ecosystems = map[string]ecosystem{
-	// GOTMPDIR: the sandbox's /tmp is mounted noexec, and go test runs
-	// the test binaries it writes there.
+	// GOTMPDIR: go's work directories (test binaries, link outputs) go
+	// to the cache's disk instead of the size-limited tmpfs /tmp.
 	Go: {dir: "go", env: []string{"GOMODCACHE=/cache/go/mod", "GOCACHE=/cache/go/build", "GOTMPDIR=/cache/go/tmp", "GOTOOLCHAIN=local"},
 		subdirs: []string{"tmp"},
 		files:   []string{"go.mod", "go.work"}, debian: []string{"golang"}},
