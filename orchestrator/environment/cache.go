@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"
 )
 
@@ -243,7 +244,7 @@ func RemoveCaches(stateDir, key string) ([]string, error) {
 		if key != "" && c.Key != key && c.Repo != key {
 			continue
 		}
-		if err := os.RemoveAll(c.Dir); err != nil {
+		if err := worktree.RemoveTree(c.Dir); err != nil {
 			return removed, fmt.Errorf("removing %s: %w", c.Dir, err)
 		}
 		removed = append(removed, c.Key)

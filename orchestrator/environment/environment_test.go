@@ -243,3 +243,46 @@ func TestSeedGo(t *testing.T) {
 		t.Errorf("GOTMPDIR was not created: %v", err)
 	}
 }
+
+// A Go module cache is read-only directories; removing the caches must
+// still succeed for their (non-root) owner, and must not follow a link
+// planted in them.
+func TestRemoveCachesReadOnlyTree(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root ignores directory permissions")
+	}
+	state := t.TempDir()
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "keep")
+	if err := os.WriteFile(victim, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mod := filepath.Join(state, "caches", "k", "go", "pkg", "mod", "m@v1")
+	if err := os.MkdirAll(mod, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mod, "a.go"), []byte("package m"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(mod, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{mod, filepath.Dir(mod)} {
+		if err := os.Chmod(d, 0o555); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Control: a plain RemoveAll cannot remove this tree.
+	if err := os.RemoveAll(filepath.Dir(mod)); err == nil {
+		t.Fatal("control: os.RemoveAll removed a read-only tree; the test proves nothing")
+	}
+	if _, err := RemoveCaches(state, "k"); err != nil {
+		t.Fatalf("RemoveCaches: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(state, "caches", "k")); !os.IsNotExist(err) {
+		t.Fatalf("cache still there: %v", err)
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Fatalf("a file behind a link was removed: %v", err)
+	}
+}

@@ -31,7 +31,7 @@ func (r *Repo) ExportHistory(ctx context.Context, dest, base, head string) error
 			return err
 		}
 	}
-	if err := removeAll(dest); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := RemoveTree(dest); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("history %s: %w", dest, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {

@@ -69,7 +69,7 @@ func (r *Repo) MakeSpare(ctx context.Context, dir, commit string, chown func(roo
 	}
 	defer func() {
 		if err != nil {
-			_ = removeAll(tmp)
+			_ = RemoveTree(tmp)
 		}
 	}()
 	files := filepath.Join(tmp, spareFiles)
@@ -98,7 +98,7 @@ func (r *Repo) MakeSpare(ctx context.Context, dir, commit string, chown func(roo
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		if _, serr := os.Lstat(dir); serr == nil {
-			_ = removeAll(tmp)
+			_ = RemoveTree(tmp)
 			return nil
 		}
 		return err
@@ -129,7 +129,7 @@ func (r *Repo) ClaimSpare(ctx context.Context, w *Worktree, dir string) error {
 		}
 		return fmt.Errorf("taking a spare checkout: %w", err)
 	}
-	defer func() { _ = removeAll(claimed) }()
+	defer func() { _ = RemoveTree(claimed) }()
 	b, err := os.ReadFile(filepath.Join(claimed, spareTree))
 	if err != nil {
 		return fmt.Errorf("reading a spare checkout: %w", err)

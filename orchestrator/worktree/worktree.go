@@ -255,7 +255,7 @@ func (r *Repo) NestedRepos(ctx context.Context, w *Worktree) ([]string, error) {
 // Remove deletes the worktree directory and its admin directory. The
 // branch stays (see DeleteBranch).
 func (r *Repo) Remove(_ context.Context, w *Worktree) error {
-	if err := removeAll(w.Path); err != nil {
+	if err := RemoveTree(w.Path); err != nil {
 		return fmt.Errorf("removing worktree %s: %w", w.Path, err)
 	}
 	if r.ownsAdminDir(w.GitDir) {
@@ -266,10 +266,10 @@ func (r *Repo) Remove(_ context.Context, w *Worktree) error {
 	return nil
 }
 
-// removeAll removes a tree the sandbox may have made unwritable (a
-// directory chmod 000 cannot be emptied by a non-root owner). It never
-// follows symlinks.
-func removeAll(path string) error {
+// RemoveTree removes a tree a sandbox may have made unwritable (a
+// directory chmod 000, or Go's read-only module cache, cannot be emptied
+// by a non-root owner). It never follows symlinks.
+func RemoveTree(path string) error {
 	if err := os.RemoveAll(path); err == nil {
 		return nil
 	}
@@ -310,7 +310,7 @@ func (r *Repo) IgnoredFiles(ctx context.Context, w *Worktree) ([]string, error) 
 // RemoveFiles deletes a task worktree's directory whose repository is
 // gone (no admin directory to remove), never following symlinks.
 func RemoveFiles(path string) error {
-	if err := removeAll(path); err != nil {
+	if err := RemoveTree(path); err != nil {
 		return fmt.Errorf("removing worktree %s: %w", path, err)
 	}
 	return nil
