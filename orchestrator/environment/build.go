@@ -27,6 +27,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/policy"
 	"github.com/localagent/agent/sandbox"
 	"github.com/localagent/agent/sandbox/egress"
@@ -461,7 +462,7 @@ func (b *Builder) setup(ctx context.Context, req *Request, img string, res Resul
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		return err
 	}
-	defer os.RemoveAll(ws)
+	defer func() { _ = worktree.RemoveTree(ws) }()
 	if err := req.Export(ctx, ws); err != nil {
 		return fmt.Errorf("exporting the project for setup: %w", err)
 	}
