@@ -467,7 +467,7 @@ func (b *Builder) setup(ctx context.Context, req *Request, img string, res Resul
 		return fmt.Errorf("exporting the project for setup: %w", err)
 	}
 	if req.User.Chown {
-		if err := sandbox.HandOver(ws, req.User); err != nil {
+		if err := worktree.ChownTree(ws, req.User.UID, req.User.GID); err != nil {
 			return err
 		}
 	}
