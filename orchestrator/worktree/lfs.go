@@ -21,6 +21,9 @@ type LFSFile struct {
 	Size   int64
 }
 
+// maxLFSPointer is the largest pointer file the LFS specification allows.
+const maxLFSPointer = 1024
+
 var lfsPointer = regexp.MustCompile(`\Aversion https://git-lfs\.github\.com/spec/v1\noid sha256:([0-9a-f]{64})\nsize ([0-9]+)\n`)
 
 // LFSFiles lists the worktree's files that git-lfs would materialise (the
@@ -63,13 +66,35 @@ func (r *Repo) LFSFiles(ctx context.Context, w *Worktree) ([]LFSFile, error) {
 			lfs[parts[i]] = true
 		}
 	}
-	var shas bytes.Buffer
-	var cand []entry
+	var all bytes.Buffer
+	var marked []entry
 	for _, e := range entries {
 		if lfs[e.path] {
-			cand = append(cand, e)
-			shas.WriteString(e.sha + "\n")
+			marked = append(marked, e)
+			all.WriteString(e.sha + "\n")
 		}
+	}
+	if len(marked) == 0 {
+		return nil, nil
+	}
+	// Only blobs small enough to be a pointer are read: a file marked lfs
+	// but committed with its contents is not loaded into memory.
+	sizes, err := r.g.run(ctx, invocation{gitDir: r.CommonDir, args: []string{"cat-file", "--batch-check"}, stdin: &all})
+	if err != nil {
+		return nil, fmt.Errorf("reading pointer sizes: %w", err)
+	}
+	var shas bytes.Buffer
+	var cand []entry
+	for i, l := range lines(string(sizes), '\n') {
+		f := strings.Fields(l)
+		if i >= len(marked) || len(f) != 3 || f[1] != "blob" {
+			continue
+		}
+		if n, err := strconv.Atoi(f[2]); err != nil || n > maxLFSPointer {
+			continue
+		}
+		cand = append(cand, marked[i])
+		shas.WriteString(marked[i].sha + "\n")
 	}
 	if len(cand) == 0 {
 		return nil, nil
@@ -89,7 +114,10 @@ func (r *Repo) LFSFiles(ctx context.Context, w *Worktree) ([]LFSFile, error) {
 		if len(f) != 3 {
 			continue
 		}
-		n, _ := strconv.Atoi(f[2])
+		n, err := strconv.Atoi(f[2])
+		if err != nil || n < 0 || n > maxLFSPointer {
+			break
+		}
 		body := make([]byte, n+1)
 		if _, err := io.ReadFull(br, body); err != nil {
 			break
