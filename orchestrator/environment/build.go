@@ -275,7 +275,7 @@ func (b *Builder) clearStale(ctx context.Context, req *Request) error {
 	}
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), "setup-") || strings.HasPrefix(e.Name(), "egress-") {
-			if err := os.RemoveAll(filepath.Join(req.WorkDir, e.Name())); err != nil {
+			if err := worktree.RemoveTree(filepath.Join(req.WorkDir, e.Name())); err != nil {
 				return err
 			}
 		}
