@@ -30,6 +30,36 @@ type MCPServer struct {
 // mcpPrefix starts the name of every MCP tool: mcp__<server>__<tool>.
 const mcpPrefix = "mcp__"
 
+// maxMCPMessage bounds one message from an MCP server (one line of its
+// output): the server runs in the sandbox, and the JSON decoder would
+// otherwise hold a message of any size in memory.
+const maxMCPMessage = 16 << 20
+
+// errMCPMessageTooLarge ends a session whose server sent a longer line.
+var errMCPMessageTooLarge = fmt.Errorf("MCP server message longer than %d bytes", maxMCPMessage)
+
+// lineLimitReader fails once a line (a newline-delimited message) grows
+// past max bytes.
+type lineLimitReader struct {
+	r   io.ReadCloser
+	max int
+	cur int
+}
+
+func (l *lineLimitReader) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	for _, c := range p[:n] {
+		if c == '\n' {
+			l.cur = 0
+		} else if l.cur++; l.cur > l.max {
+			return 0, errMCPMessageTooLarge
+		}
+	}
+	return n, err
+}
+
+func (l *lineLimitReader) Close() error { return l.r.Close() }
+
 // mcpConnectTimeout bounds starting a server and listing its tools.
 const mcpConnectTimeout = 30 * time.Second
 
@@ -65,7 +95,7 @@ func (c *mcpServerConn) connect(ctx context.Context) error {
 		return err
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
-	sess, err := client.Connect(ctx, &mcp.IOTransport{Reader: out, Writer: in}, nil)
+	sess, err := client.Connect(ctx, &mcp.IOTransport{Reader: &lineLimitReader{r: out, max: maxMCPMessage}, Writer: in}, nil)
 	if err != nil {
 		_ = in.Close()
 		return fmt.Errorf("MCP server %s: %w", c.srv.Name, err)

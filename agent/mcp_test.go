@@ -112,3 +112,14 @@ func TestMCPServerRestartFailsAsResult(t *testing.T) {
 		t.Fatalf("want a failed tool result naming the failed restart: %+v, %v", res, err)
 	}
 }
+
+func TestLineLimitReader(t *testing.T) {
+	ok := io.NopCloser(strings.NewReader(strings.Repeat("a", 10) + "\n" + strings.Repeat("b", 10) + "\n"))
+	if b, err := io.ReadAll(&lineLimitReader{r: ok, max: 10}); err != nil || len(b) != 22 {
+		t.Fatalf("lines at the limit: %d bytes, %v", len(b), err)
+	}
+	long := io.NopCloser(strings.NewReader(strings.Repeat("a", 10) + "\n" + strings.Repeat("b", 11) + "\n"))
+	if _, err := io.ReadAll(&lineLimitReader{r: long, max: 10}); err != errMCPMessageTooLarge {
+		t.Fatalf("a line past the limit: %v", err)
+	}
+}
