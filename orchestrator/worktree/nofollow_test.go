@@ -118,6 +118,11 @@ func TestChownTreeNeverEntersSymlinks(t *testing.T) {
 	if err := ChownTree(filepath.Join(root, "d", "link"), 1, 1); !errors.Is(err, ErrSymlink) {
 		t.Errorf("ChownTree of a symlink root: %v", err)
 	}
+	// Control: a path-based chown through the link does reach the host
+	// file, so the check above is a real one.
+	if err := os.Chown(filepath.Join(root, "d", "link", "f"), 65534, 65534); err != nil || owner(t, victim) != 65534 {
+		t.Fatalf("control failed: chown through the link did not reach the host file (%v), so this test proves nothing", err)
+	}
 }
 
 // TestMeasureTree: sizes add up (a sparse file at its length), symlinks
