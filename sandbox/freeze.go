@@ -83,7 +83,12 @@ func (e *Engine) Freeze(ctx context.Context, id string) error {
 		case ins.State == nil || (!ins.State.Running && !ins.State.Restarting):
 			return nil
 		case !ins.State.Paused:
-			continue // thawed meanwhile: pause it ourselves
+			// Thawed meanwhile (or restarting): pause it ourselves after
+			// the short wait below, but not forever: a pause that keeps
+			// conflicting on a container that is not paused would spin.
+			if time.Now().After(deadline) {
+				return e.wrap("freezing sandbox "+shortID(id), err)
+			}
 		case time.Now().After(deadline):
 			return fmt.Errorf("freezing sandbox %s: it has been frozen by someone else for over %s (a `docker pause`?): unpause it", shortID(id), FreezeWait)
 		}

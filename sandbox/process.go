@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/localagent/agent/sandbox/toolbox"
@@ -16,12 +17,11 @@ import (
 // It returns how many were still running. Stdio commands (StartStdio) are
 // stopped too.
 func (s *Sandbox) StopProcesses(ctx context.Context) (int, error) {
-	m, err := s.stopStdio(ctx)
-	if err != nil {
-		return m, err
-	}
-	n, err := s.stopBackground(ctx)
-	return m + n, err
+	// Both run even when one fails: a stdio command that could not be
+	// stopped is no reason to leave the background processes running.
+	m, err1 := s.stopStdio(ctx)
+	n, err2 := s.stopBackground(ctx)
+	return m + n, errors.Join(err1, err2)
 }
 
 func (s *Sandbox) stopBackground(ctx context.Context) (int, error) {

@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -85,5 +86,46 @@ func TestBackgroundHTTPServer(t *testing.T) {
 	}
 	if r := tool(t, sb, toolbox.ToolProcessOutput, map[string]any{"id": "p2"}); !regexp.MustCompile(`state: (stopped|killed)`).MatchString(r.Output) {
 		t.Errorf("p2 after StopProcesses: %+v", r)
+	}
+}
+
+// A Stdio command (an MCP server) streams both ways and StopProcesses ends
+// it; one that already exited is not counted as stopped.
+func TestStdioStoppedByStopProcesses(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	sb := sandboxtest.New(t, e, sandbox.Spec{Image: sandboxtest.SandboxImage})
+	ctx := context.Background()
+
+	gone, err := sb.StartStdio(ctx, []string{"true"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gone.Done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("`true` did not end")
+	}
+	p, err := sb.StartStdio(ctx, []string{"cat"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Stdin.Write([]byte("hi\n")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 3)
+	if _, err := io.ReadFull(p.Stdout, buf); err != nil || string(buf) != "hi\n" {
+		t.Fatalf("read %q %v", buf, err)
+	}
+	n, err := sb.StopProcesses(ctx)
+	if err != nil || n != 1 {
+		t.Errorf("StopProcesses: %d %v, want 1 stopped", n, err)
+	}
+	select {
+	case <-p.Done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("cat still running after StopProcesses")
+	}
+	if n, err := sb.StopProcesses(ctx); err != nil || n != 0 {
+		t.Errorf("second StopProcesses: %d %v, want 0", n, err)
 	}
 }

@@ -50,6 +50,7 @@ type Sandbox struct {
 	opening chan struct{} // closed when a session open in progress ends
 	lastTry time.Time     // last failed open, to back off re-opening
 	closed  bool
+	stdio   []*Stdio // StartStdio commands, stopped by StopProcesses
 }
 
 // cleanupTimeout bounds cleanup work that must run even after the caller's

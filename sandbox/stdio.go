@@ -27,10 +27,6 @@ type Stdio struct {
 	stop    sync.Once
 }
 
-// stdioProcs are a sandbox's Stdio commands, stopped by StopProcesses.
-var stdioProcs sync.Map // *Sandbox -> *[]*Stdio (guarded by stdioMu)
-var stdioMu sync.Mutex
-
 // StartStdio starts cmd in the sandbox with piped standard streams. Its
 // standard error is discarded. The command's pid is recorded inside the
 // sandbox so that Stop (and StopProcesses) can kill it: the Engine API has
@@ -56,11 +52,19 @@ func (s *Sandbox) StartStdio(ctx context.Context, cmd []string, env []string) (*
 		outW.CloseWithError(err)
 		inR.CloseWithError(err)
 	}()
-	stdioMu.Lock()
-	v, _ := stdioProcs.LoadOrStore(s, &[]*Stdio{})
-	list := v.(*[]*Stdio)
-	*list = append(*list, p)
-	stdioMu.Unlock()
+	s.mu.Lock()
+	// Commands that already exited need no stop: drop them, so that a
+	// server restarted again and again does not grow the list.
+	live := s.stdio[:0]
+	for _, q := range s.stdio {
+		select {
+		case <-q.Done:
+		default:
+			live = append(live, q)
+		}
+	}
+	s.stdio = append(live, p)
+	s.mu.Unlock()
 	return p, nil
 }
 
@@ -82,15 +86,13 @@ func (p *Stdio) Stop(ctx context.Context) error {
 
 // stopStdio stops every Stdio command of s and returns how many it stopped.
 func (s *Sandbox) stopStdio(ctx context.Context) (int, error) {
-	stdioMu.Lock()
-	v, ok := stdioProcs.LoadAndDelete(s)
-	stdioMu.Unlock()
-	if !ok {
-		return 0, nil
-	}
+	s.mu.Lock()
+	list := s.stdio
+	s.stdio = nil
+	s.mu.Unlock()
 	var first error
 	n := 0
-	for _, p := range *v.(*[]*Stdio) {
+	for _, p := range list {
 		select {
 		case <-p.Done:
 			continue
