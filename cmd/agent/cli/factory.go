@@ -6,6 +6,8 @@ import (
 
 	"github.com/docker/docker/client"
 	"github.com/spf13/pflag"
+
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 )
 
 // Factory holds the dependencies commands share. Everything expensive is
@@ -34,7 +36,7 @@ func (f *Factory) Config() (*Config, error) {
 	cfg, err := f.conf.load()
 	if first && cfg != nil {
 		for _, w := range cfg.Warnings {
-			fmt.Fprintf(f.IO.ErrOut, "agent: warning: %s\n", w)
+			fmt.Fprintf(f.IO.ErrOut, "agent: warning: %s\n", termtext.Line(w))
 		}
 	}
 	return cfg, err

@@ -512,7 +512,7 @@ func (r *progressRenderer) Emit(e event.Event) {
 	defer r.mu.Unlock()
 	if e.Kind == event.Progress && e.State == "loading" {
 		if r.tty {
-			r.phase, r.since = e.Text, time.Now().Add(-e.Duration)
+			r.phase, r.since = termtext.Line(e.Text), time.Now().Add(-e.Duration)
 			r.draw()
 			return
 		}
@@ -520,7 +520,7 @@ func (r *progressRenderer) Emit(e event.Event) {
 			return
 		}
 		r.lastText, r.lastLine = e.Text, time.Now()
-		fmt.Fprintf(r.w, "%s (%s)\n", e.Text, e.Duration.Round(time.Second))
+		fmt.Fprintf(r.w, "%s (%s)\n", termtext.Line(e.Text), e.Duration.Round(time.Second))
 		return
 	}
 	r.status.clear()
