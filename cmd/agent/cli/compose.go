@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"github.com/localagent/agent/compose"
 	"github.com/localagent/agent/orchestrator/llamaserver"
 )
@@ -73,16 +74,16 @@ func composeRenderRun(ctx context.Context, opts *ComposeRenderOptions) error {
 	if c, derr := opts.Factory.Docker(); derr == nil {
 		o2, i, h, ferr := llamaserver.New(c, nil).Facts(ctx, o)
 		if ferr != nil {
-			fmt.Fprintf(opts.IO.ErrOut, "warning: %v\n", ferr)
+			fmt.Fprintf(opts.IO.ErrOut, "warning: %s\n", termtext.Line(ferr.Error()))
 		} else {
 			o, img, host = o2, i, h
 		}
 	}
 	if mc, err := llamaserver.CheckModel(o.Model, o.Ctx, o.Parallel); err != nil {
-		fmt.Fprintf(opts.IO.ErrOut, "warning: %v\n", err)
+		fmt.Fprintf(opts.IO.ErrOut, "warning: %s\n", termtext.Line(err.Error()))
 	} else {
 		for _, w := range mc.Warnings {
-			fmt.Fprintf(opts.IO.ErrOut, "warning: %s\n", w)
+			fmt.Fprintf(opts.IO.ErrOut, "warning: %s\n", termtext.Line(w))
 		}
 	}
 	data, err := compose.Render(llamaserver.Stack(o, img, host))
