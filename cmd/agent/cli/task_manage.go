@@ -699,10 +699,10 @@ func gcRun(ctx context.Context, opts *GCOptions) error {
 		fmt.Fprintf(w, "removed worktree %s\n", termtext.Path(p))
 	}
 	for _, n := range rep.Recovered {
-		fmt.Fprintf(w, "recovered %s\n", n)
+		fmt.Fprintf(w, "recovered %s\n", termtext.Line(n))
 	}
 	for _, b := range rep.RemovedBranches {
-		fmt.Fprintf(w, "deleted branch %s (merged)\n", b)
+		fmt.Fprintf(w, "deleted branch %s (merged)\n", termtext.Line(b))
 	}
 	for _, k := range rep.Kept {
 		fmt.Fprintf(w, "kept %s\n", termtext.Line(k))
