@@ -477,7 +477,7 @@ func imagesLoadRun(ctx context.Context, opts *ImagesLoadOptions) error {
 		return writeJSON(opts.IO.Out, map[string]any{"bundle": res.Bundle, "images": nonNil(res.Images)})
 	}
 	for _, l := range res.Images {
-		fmt.Fprintf(opts.IO.ErrOut, "loaded %s\n", l)
+		fmt.Fprintf(opts.IO.ErrOut, "loaded %s\n", termtext.Line(l))
 	}
 	return nil
 }
