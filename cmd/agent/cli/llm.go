@@ -250,9 +250,9 @@ func llmUpRun(ctx context.Context, opts *LLMUpOptions) error {
 	case res.Restarted:
 		verb = "restarted (it had stopped)"
 	}
-	fmt.Fprintf(opts.IO.Out, "llama-server %s: %s\n", verb, res.URL)
-	fmt.Fprintf(opts.IO.Out, "  model  %s\n", res.Model)
-	fmt.Fprintf(opts.IO.Out, "  slots  %d x %d tokens (ctx %d), gpus %s\n", res.TotalSlots, res.SlotCtx, res.Ctx, res.GPUs)
+	fmt.Fprintf(opts.IO.Out, "llama-server %s: %s\n", verb, termtext.Line(res.URL))
+	fmt.Fprintf(opts.IO.Out, "  model  %s\n", termtext.Path(res.Model))
+	fmt.Fprintf(opts.IO.Out, "  slots  %d x %d tokens (ctx %d), gpus %s\n", res.TotalSlots, res.SlotCtx, res.Ctx, termtext.Line(res.GPUs))
 	if line := offloadLine(res.Backend, res.Offload); line != "" {
 		fmt.Fprintf(opts.IO.Out, "  device %s\n", line)
 	}
@@ -579,7 +579,7 @@ func offloadLine(backend string, off *llamaserver.Offload) string {
 	}
 	var parts []string
 	if backend != "" {
-		parts = append(parts, backend+" image")
+		parts = append(parts, termtext.Line(backend)+" image")
 	}
 	if len(off.Devices) > 0 {
 		parts = append(parts, termtext.Line(strings.Join(off.Devices, "; ")))
