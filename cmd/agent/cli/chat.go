@@ -157,16 +157,11 @@ func (s *chatSession) turn(ctx context.Context, msg string) error {
 		err = run.Continue(msg)
 	case s.opts.Task != "":
 		co := orchestrator.ContinueOptions{Prompt: msg}
-		if s.opts.Run.LLMSet || os.Getenv(envVar("llm.url")) != "" {
-			co.LLM = s.cfg.LLM.URL
-		}
-		if s.opts.Run.ModelSet || os.Getenv(envVar("llm.model")) != "" {
-			co.Model = s.cfg.LLM.Model
-		}
+		co.LLM, co.Model = endpointOverride(&s.opts.Run, s.cfg)
 		run, err = s.o.Continue(ctx, s.opts.Task, co)
 	default:
 		run, err = s.o.NewTask(ctx, orchestrator.TaskOptions{Prompt: msg, RepoDir: s.opts.Repo, Base: s.opts.Base,
-			LLM: s.cfg.LLM.URL, Model: s.cfg.LLM.Model, Image: s.cfg.Sandbox.Image})
+			LLM: s.cfg.LLM.URL, Model: s.cfg.LLM.ServedModel, Image: s.cfg.Sandbox.Image})
 	}
 	if err != nil {
 		return err
@@ -320,7 +315,7 @@ func (s *chatSession) command(ctx context.Context, line string) (send string, qu
 			s.print(b.String())
 		}
 	case "model":
-		model, endpoint := s.cfg.LLM.Model, s.cfg.LLM.URL
+		model, endpoint := s.cfg.LLM.ServedModel, s.cfg.LLM.URL
 		if t != nil {
 			model, endpoint = t.Model, t.LLM
 		}

@@ -170,12 +170,7 @@ func continueRun(ctx context.Context, opts *ContinueOptions) (err error) {
 		return err
 	}
 	co := orchestrator.ContinueOptions{Prompt: opts.Prompt}
-	if opts.Run.LLMSet || os.Getenv(envVar("llm.url")) != "" {
-		co.LLM = cfg.LLM.URL
-	}
-	if opts.Run.ModelSet || os.Getenv(envVar("llm.model")) != "" {
-		co.Model = cfg.LLM.Model
-	}
+	co.LLM, co.Model = endpointOverride(&opts.Run, cfg)
 	run, err := o.Continue(ctx, opts.Task, co)
 	if err != nil {
 		return err

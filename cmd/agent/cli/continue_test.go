@@ -525,3 +525,21 @@ turns:
 		t.Error("want exactly the follow-up's commit on the branch")
 	}
 }
+
+// A task that goes on asks for the served model this run names, never the
+// .gguf file llm.model names for llm up.
+func TestEndpointOverrideUsesTheServedModel(t *testing.T) {
+	cfg := &Config{}
+	cfg.LLM.Model, cfg.LLM.ServedModel = "/models/x.gguf", "served"
+	t.Setenv("AGENT_LLM_MODEL", "/models/x.gguf")
+	if _, model := endpointOverride(&RunFlags{}, cfg); model != "" {
+		t.Fatalf("AGENT_LLM_MODEL alone overrode the task's model with %q", model)
+	}
+	if _, model := endpointOverride(&RunFlags{ModelSet: true}, cfg); model != "served" {
+		t.Fatalf("--model gave %q, want the served model", model)
+	}
+	t.Setenv("AGENT_LLM_SERVED_MODEL", "served")
+	if _, model := endpointOverride(&RunFlags{}, cfg); model != "served" {
+		t.Fatalf("AGENT_LLM_SERVED_MODEL gave %q, want the served model", model)
+	}
+}

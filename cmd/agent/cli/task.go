@@ -524,6 +524,20 @@ agent continues the same transcript. --llm overrides the task's endpoint.`,
 	return cmd
 }
 
+// endpointOverride is the endpoint and served model a task that goes on
+// (resume, continue) uses instead of those it started with: only what this
+// run names, with a flag or an AGENT_* variable ("" keeps the task's own; a
+// config file is not about this task).
+func endpointOverride(rf *RunFlags, cfg *Config) (llm, model string) {
+	if rf.LLMSet || os.Getenv(envVar("llm.url")) != "" {
+		llm = cfg.LLM.URL
+	}
+	if rf.ModelSet || os.Getenv(envVar("llm.served_model")) != "" {
+		model = cfg.LLM.ServedModel
+	}
+	return llm, model
+}
+
 func taskResumeRun(ctx context.Context, opts *TaskResumeOptions) (err error) {
 	defer jsonResultOnError(opts.IO, opts.JSON, &err)
 	approve, err := parseApprove(opts.Approve)
@@ -547,16 +561,8 @@ func taskResumeRun(ctx context.Context, opts *TaskResumeOptions) (err error) {
 	if _, err := o.Reconcile(); err != nil {
 		return err
 	}
-	// The task keeps the endpoint and model it started with unless this run
-	// names others, with a flag or an AGENT_* variable (a config file is
-	// not about this task).
 	ro := orchestrator.ResumeOptions{}
-	if opts.Run.LLMSet || os.Getenv(envVar("llm.url")) != "" {
-		ro.LLM = cfg.LLM.URL
-	}
-	if opts.Run.ModelSet || os.Getenv(envVar("llm.served_model")) != "" {
-		ro.Model = cfg.LLM.ServedModel
-	}
+	ro.LLM, ro.Model = endpointOverride(&opts.Run, cfg)
 	run, err := o.Resume(ctx, opts.Task, ro)
 	if err != nil {
 		return err
