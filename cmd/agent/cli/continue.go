@@ -148,24 +148,15 @@ The prompt is the argument, - for stdin, or --prompt-file FILE.`,
 
 func continueRun(ctx context.Context, opts *ContinueOptions) (err error) {
 	defer jsonResultOnError(opts.IO, opts.JSON, &err)
-	approve, err := parseApprove(opts.Approve)
+	approve, err := approveFor(opts.IO, opts.Approve, opts.JSON, "agent continue")
 	if err != nil {
 		return err
 	}
-	if approve == approveAsk && (opts.JSON || !opts.IO.CanPrompt()) {
-		return errNeedApprove("agent continue")
-	}
-	labels, err := parseLabelFlags(opts.Labels)
+	r, o, cfg, err := openRun(opts.Factory, opts.IO, opts.Labels, &opts.Run, opts.JSON)
 	if err != nil {
 		return err
 	}
-	r := newEventRenderer(opts.IO, opts.JSON)
-	r.showThinking = opts.Run.ShowThinking
 	defer r.Close()
-	o, cfg, err := newOrchestrator(opts.Factory, r, labels, &opts.Run)
-	if err != nil {
-		return err
-	}
 	if _, err := o.Reconcile(); err != nil {
 		return err
 	}

@@ -257,16 +257,42 @@ func jsonResultOnError(ios *IOStreams, jsonOut bool, err *error) {
 	markJSONWritten(ios)
 }
 
+// approveFor parses --approve, and refuses at once to run when it asks for
+// a decision nobody can give: failing after a long run would waste it.
+func approveFor(ios *IOStreams, flag string, jsonOut bool, command string) (string, error) {
+	approve, err := parseApprove(flag)
+	if err != nil {
+		return "", err
+	}
+	if approve == approveAsk && (jsonOut || !ios.CanPrompt()) {
+		return "", errNeedApprove(command)
+	}
+	return approve, nil
+}
+
+// openRun parses the extra labels and opens the renderer a run reports to
+// and the orchestrator it runs in. The caller closes the renderer; on an
+// error it is already closed.
+func openRun(f *Factory, ios *IOStreams, labelFlags []string, rf *RunFlags, jsonOut bool) (*eventRenderer, *orchestrator.Orchestrator, *Config, error) {
+	labels, err := parseLabelFlags(labelFlags)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r := newEventRenderer(ios, jsonOut)
+	r.showThinking = rf.ShowThinking
+	o, cfg, err := newOrchestrator(f, r, labels, rf)
+	if err != nil {
+		r.Close()
+		return nil, nil, nil, err
+	}
+	return r, o, cfg, nil
+}
+
 func taskRun(ctx context.Context, opts *TaskOptions) (err error) {
 	defer jsonResultOnError(opts.IO, opts.JSON, &err)
-	approve, err := parseApprove(opts.Approve)
+	approve, err := approveFor(opts.IO, opts.Approve, opts.JSON, "agent task")
 	if err != nil {
 		return err
-	}
-	// Decide before doing anything whether a decision can be asked for:
-	// failing after a long run would waste it.
-	if approve == approveAsk && (opts.JSON || !opts.IO.CanPrompt()) {
-		return errNeedApprove("agent task")
 	}
 	if err := checkMergeable(ctx, approve, opts.Repo, opts.Base); err != nil {
 		return err
@@ -274,17 +300,11 @@ func taskRun(ctx context.Context, opts *TaskOptions) (err error) {
 	if opts.Plan && (opts.JSON || !opts.IO.CanPrompt()) {
 		return UsageErrorf("agent task --plan shows the plan in a form for approval, but stdin/stdout is not a terminal")
 	}
-	labels, err := parseLabelFlags(opts.Labels)
+	r, o, cfg, err := openRun(opts.Factory, opts.IO, opts.Labels, &opts.Run, opts.JSON)
 	if err != nil {
 		return err
 	}
-	r := newEventRenderer(opts.IO, opts.JSON)
-	r.showThinking = opts.Run.ShowThinking
 	defer r.Close()
-	o, cfg, err := newOrchestrator(opts.Factory, r, labels, &opts.Run)
-	if err != nil {
-		return err
-	}
 	gpuNote, err := gpuMemoryCheck(ctx, opts.GPUs, cfg.Sandbox.GPUReserve, func(ctx context.Context) (*llamaserver.Status, error) {
 		m, err := llmManager(opts.Factory, nil)
 		if err != nil {
@@ -540,24 +560,15 @@ func endpointOverride(rf *RunFlags, cfg *Config) (llm, model string) {
 
 func taskResumeRun(ctx context.Context, opts *TaskResumeOptions) (err error) {
 	defer jsonResultOnError(opts.IO, opts.JSON, &err)
-	approve, err := parseApprove(opts.Approve)
+	approve, err := approveFor(opts.IO, opts.Approve, opts.JSON, "agent resume")
 	if err != nil {
 		return err
 	}
-	if approve == approveAsk && (opts.JSON || !opts.IO.CanPrompt()) {
-		return errNeedApprove("agent resume")
-	}
-	labels, err := parseLabelFlags(opts.Labels)
+	r, o, cfg, err := openRun(opts.Factory, opts.IO, opts.Labels, &opts.Run, opts.JSON)
 	if err != nil {
 		return err
 	}
-	r := newEventRenderer(opts.IO, opts.JSON)
-	r.showThinking = opts.Run.ShowThinking
 	defer r.Close()
-	o, cfg, err := newOrchestrator(opts.Factory, r, labels, &opts.Run)
-	if err != nil {
-		return err
-	}
 	if _, err := o.Reconcile(); err != nil {
 		return err
 	}
