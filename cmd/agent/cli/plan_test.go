@@ -3,17 +3,11 @@ package cli
 import (
 	"context"
 	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-
 	"github.com/localagent/agent/sandbox"
-	"github.com/localagent/agent/sandbox/sandboxtest"
 )
 
 // planScript: in plan mode a write is refused until the plan is approved
@@ -38,26 +32,9 @@ turns:
 `
 
 func TestPlanModeThroughForms(t *testing.T) {
-	sandboxtest.RequireDocker(t)
-	t.Setenv(sandbox.ToolboxEnv, sandboxtest.Toolbox(t))
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	t.Setenv("AGENT_STATE_DIR", filepath.Join(t.TempDir(), "state"))
-	t.Setenv("AGENT_SANDBOX_IMAGE", sandboxtest.BusyboxImage)
-	label := sandboxtest.TestLabel(t)
-	c := sandboxtest.Client(t)
-	t.Cleanup(func() {
-		for _, ct := range sandboxtest.Containers(t, c, label) {
-			_ = c.ContainerRemove(context.Background(), ct.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		}
-	})
-	script := filepath.Join(t.TempDir(), "plan.yaml")
-	if err := os.WriteFile(script, []byte(planScript), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	repo := filepath.Join(t.TempDir(), "repo")
-	if out, err := exec.Command(filepath.Join(moduleRoot(), "demo", "setup.sh"), repo).CombinedOutput(); err != nil {
-		t.Fatalf("setup: %v\n%s", err, out)
-	}
+	label, _ := taskEnv(t)
+	script := writeScript(t, planScript)
+	repo, _ := demoRepo(t)
 	r, w := io.Pipe()
 	var out, errOut syncBuffer
 	ios := &IOStreams{In: r, Out: &out, ErrOut: &errOut, InTTY: true, OutTTY: true}

@@ -12,10 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-
 	"github.com/localagent/agent/sandbox"
-	"github.com/localagent/agent/sandbox/sandboxtest"
 )
 
 func moduleRoot() string {
@@ -39,18 +36,7 @@ func gitOut(t *testing.T, dir string, args ...string) string {
 // keystrokes through a pipe (the streams claim to be a terminal), and
 // checks that each choice does what it says to the repository.
 func TestTaskFormDecides(t *testing.T) {
-	sandboxtest.RequireDocker(t)
-	t.Setenv(sandbox.ToolboxEnv, sandboxtest.Toolbox(t))
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	t.Setenv("AGENT_STATE_DIR", filepath.Join(t.TempDir(), "state"))
-	t.Setenv("AGENT_SANDBOX_IMAGE", sandboxtest.BusyboxImage)
-	label := sandboxtest.TestLabel(t)
-	c := sandboxtest.Client(t)
-	t.Cleanup(func() {
-		for _, ct := range sandboxtest.Containers(t, c, label) {
-			_ = c.ContainerRemove(context.Background(), ct.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		}
-	})
+	label, _ := taskEnv(t)
 	script := filepath.Join(moduleRoot(), "demo", "script.yaml")
 
 	tests := []struct {
@@ -99,11 +85,7 @@ func TestTaskFormDecides(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			repo := filepath.Join(t.TempDir(), "repo")
-			if out, err := exec.Command(filepath.Join(moduleRoot(), "demo", "setup.sh"), repo).CombinedOutput(); err != nil {
-				t.Fatalf("setup: %v\n%s", err, out)
-			}
-			base := gitOut(t, repo, "rev-parse", "HEAD")
+			repo, base := demoRepo(t)
 			r, w := io.Pipe()
 			var out, errOut syncBuffer
 			ios := &IOStreams{In: r, Out: &out, ErrOut: &errOut, InTTY: true, OutTTY: true}
