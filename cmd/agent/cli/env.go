@@ -273,7 +273,7 @@ func envInit(ctx context.Context, opts *EnvOptions) error {
 	if _, err := fh.WriteString(text); err != nil {
 		return err
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "wrote %s: review it, commit it, then `agent env build`\n", p)
+	fmt.Fprintf(opts.IO.ErrOut, "wrote %s: review it, commit it, then `agent env build`\n", termtext.Path(p))
 	return nil
 }
 

@@ -92,13 +92,13 @@ func memoryRun(ctx context.Context, opts *MemoryOptions) error {
 	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) || (err == nil && len(strings.TrimSpace(string(b))) == 0) {
-		fmt.Fprintf(opts.IO.ErrOut, "no memory yet for %s (the agent saves notes with its remember tool)\n", repo.Root)
+		fmt.Fprintf(opts.IO.ErrOut, "no memory yet for %s (the agent saves notes with its remember tool)\n", termtext.Path(repo.Root))
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprint(opts.IO.Out, termtext.Text(string(b)))
-	fmt.Fprintf(opts.IO.ErrOut, "(%s)\n", path)
+	fmt.Fprintf(opts.IO.ErrOut, "(%s)\n", termtext.Path(path))
 	return nil
 }

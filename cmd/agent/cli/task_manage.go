@@ -638,7 +638,7 @@ func taskShellRun(ctx context.Context, opts *TaskRefOptions) error {
 	} else if err != nil {
 		return fmt.Errorf("the sandbox image %s has no /bin/sh for a shell: %w", t.Image, err)
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "shell in the sandbox of task %s (%s at /workspace; no network); exit to leave\n", t.ID, t.Worktree)
+	fmt.Fprintf(opts.IO.ErrOut, "shell in the sandbox of task %s (%s at /workspace; no network); exit to leave\n", t.ID, termtext.Path(t.Worktree))
 	return execAttached(ctx, opts.IO, sb, sandbox.ExecOptions{Cmd: []string{shell}}, "-i")
 }
 
