@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -358,16 +359,26 @@ func (s *chatSession) projectCommand(name string) (string, error) {
 	if name == "" || strings.ContainsAny(name, `/\.`) {
 		return "", fmt.Errorf("unknown command /%s: /help lists them", name)
 	}
-	p := filepath.Join(s.commandsDir(), name+".md")
-	fi, err := os.Lstat(p)
-	if err != nil || !fi.Mode().IsRegular() {
+	dir := s.commandsDir()
+	// Neither .agent nor .agent/commands may be a link: a repository's
+	// link would lead the read to a file elsewhere on the host.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if fi, err := os.Lstat(d); err != nil || !fi.IsDir() {
+			return "", fmt.Errorf("unknown command /%s: /help lists them", name)
+		}
+	}
+	p := filepath.Join(dir, name+".md")
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ELOOP) {
 		return "", fmt.Errorf("unknown command /%s: /help lists them", name)
 	}
-	f, err := os.Open(p)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("unknown command /%s: /help lists them", name)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxCommandBytes+1))
 	if err != nil {
 		return "", err
@@ -386,7 +397,7 @@ func (s *chatSession) projectCommandsHelp() string {
 	var names []string
 	for _, e := range ents {
 		if n, ok := strings.CutSuffix(e.Name(), ".md"); ok && e.Type().IsRegular() && !strings.ContainsAny(n, `/\.`) {
-			names = append(names, "/"+termtext.Text(n))
+			names = append(names, "/"+termtext.Line(n))
 		}
 	}
 	if len(names) == 0 {

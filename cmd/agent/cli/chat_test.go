@@ -122,3 +122,55 @@ turns:
 		t.Errorf("plan.txt on the branch: %q, want the write after plan mode to land", b)
 	}
 }
+
+// A project command is read from the repository's own .agent/commands:
+// a link at any of its steps (which could lead the read to any file of the
+// host) makes it unknown; the same file without links is read.
+func TestProjectCommandRefusesLinks(t *testing.T) {
+	elsewhere := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(elsewhere, "commands"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(elsewhere, "commands", "x.md"), []byte("secret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	setup := func(t *testing.T, build func(agentDir string)) *chatSession {
+		repo := t.TempDir()
+		build(filepath.Join(repo, ".agent"))
+		return &chatSession{opts: &ChatOptions{Repo: repo}}
+	}
+	real := func(agentDir string) {
+		if err := os.MkdirAll(filepath.Join(agentDir, "commands"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(agentDir, "commands", "x.md"), []byte("secret"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Control: a real file in real directories is read.
+	if got, err := setup(t, real).projectCommand("x"); err != nil || got != "secret" {
+		t.Fatalf("control: %q, %v", got, err)
+	}
+	for name, build := range map[string]func(string){
+		".agent is a link": func(a string) { must(t, os.Symlink(elsewhere, a)) },
+		"commands is a link": func(a string) {
+			must(t, os.MkdirAll(a, 0o755))
+			must(t, os.Symlink(filepath.Join(elsewhere, "commands"), filepath.Join(a, "commands")))
+		},
+		"the file is a link": func(a string) {
+			must(t, os.MkdirAll(filepath.Join(a, "commands"), 0o755))
+			must(t, os.Symlink(filepath.Join(elsewhere, "commands", "x.md"), filepath.Join(a, "commands", "x.md")))
+		},
+	} {
+		if got, err := setup(t, build).projectCommand("x"); err == nil {
+			t.Errorf("%s: read %q through it", name, got)
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
