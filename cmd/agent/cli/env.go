@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -169,7 +168,7 @@ func envShow(ctx context.Context, f *Factory, opts *EnvOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return json.NewEncoder(opts.IO.Out).Encode(p)
+		return writeJSONLine(opts.IO.Out, p)
 	}
 	w := opts.IO.Out
 	state := "not built (the next task or `agent env build` builds it)"
@@ -201,7 +200,7 @@ func envBuild(ctx context.Context, f *Factory, opts *EnvOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return json.NewEncoder(opts.IO.Out).Encode(res)
+		return writeJSONLine(opts.IO.Out, res)
 	}
 	verb := "built"
 	if res.Reused {
@@ -291,7 +290,7 @@ func newCmdEnvCacheLs(f *Factory) *cobra.Command {
 				return err
 			}
 			if opts.JSON {
-				return json.NewEncoder(opts.IO.Out).Encode(list)
+				return writeJSONLine(opts.IO.Out, list)
 			}
 			tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "KEY\tREPOSITORY\tCACHES")

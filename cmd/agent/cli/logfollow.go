@@ -123,7 +123,7 @@ func followRun(ctx context.Context, opts *TaskRefOptions, thinking bool) error {
 			line := partial
 			partial = nil
 			if opts.JSON {
-				if _, err := opts.IO.Out.Write(line); err != nil {
+				if _, err := opts.IO.Out.Write(termtext.JSON(line)); err != nil {
 					return err
 				}
 				continue
