@@ -205,15 +205,26 @@ func (o *Orchestrator) cleanupMerged(ctx context.Context, repo *worktree.Repo, t
 		if o.store.InUse(t.ID) {
 			return fmt.Sprintf("the worktree %s and the branch are kept while an `agent shell %s` is open on it; `agent gc` removes them afterwards", t.Worktree, t.ID)
 		}
-		ch, err := repo.Changes(ctx, wt)
+		// Checked and removed with any sandbox over it (an `agent shell`
+		// opened since) frozen: nothing can change the files between the
+		// check and the removal, nor race host git.
+		var ch []string
+		var rerr error
+		err := o.onWorktree(ctx, wt.Path, func() (err error) {
+			if ch, err = repo.Changes(ctx, wt); err != nil || len(ch) > 0 {
+				return err
+			}
+			rerr = repo.Remove(ctx, wt)
+			return nil
+		})
 		if err != nil {
 			return fmt.Sprintf("the worktree %s and the branch are kept: checking it for uncommitted changes failed (%v); `agent gc` finishes the cleanup", t.Worktree, err)
 		}
 		if len(ch) > 0 {
 			return fmt.Sprintf("the worktree %s has uncommitted changes, so it and the branch are kept", t.Worktree)
 		}
-		if err := repo.Remove(ctx, wt); err != nil {
-			return "could not remove the worktree: " + err.Error()
+		if rerr != nil {
+			return "could not remove the worktree: " + rerr.Error()
 		}
 	}
 	tip, err := repo.BranchTip(ctx, t.Branch)
@@ -373,7 +384,10 @@ func (o *Orchestrator) UnmergedWork(ctx context.Context, t *store.Task) (commits
 		}
 	}
 	if wt := o.checkedOutWorktree(repo, t); wt != nil {
-		uncommitted, _ = repo.Changes(ctx, wt)
+		_ = o.onWorktree(ctx, wt.Path, func() (err error) {
+			uncommitted, err = repo.Changes(ctx, wt)
+			return err
+		})
 	}
 	return commits, uncommitted, nil
 }

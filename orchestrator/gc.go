@@ -185,12 +185,22 @@ func (o *Orchestrator) GC(ctx context.Context) (GCReport, error) {
 			rep.Kept = append(rep.Kept, fmt.Sprintf("worktree %s (task %s): %v", t.Worktree, t.ID, err))
 			continue
 		}
-		if ch, err := repo.Changes(ctx, wt); err != nil || len(ch) > 0 {
+		// Checked and removed with any sandbox over it (an `agent shell`
+		// opened since the check above) frozen.
+		var ch []string
+		var rerr error
+		if err := o.onWorktree(ctx, wt.Path, func() (err error) {
+			if ch, err = repo.Changes(ctx, wt); err != nil || len(ch) > 0 {
+				return err
+			}
+			rerr = repo.Remove(ctx, wt)
+			return nil
+		}); err != nil || len(ch) > 0 {
 			rep.Kept = append(rep.Kept, fmt.Sprintf("worktree %s (task %s, %s): it has uncommitted changes (copy what you need out of it, then remove it: rm -rf %s)", t.Worktree, t.ID, t.State, shellQuote(t.Worktree)))
 			continue
 		}
-		if err := repo.Remove(ctx, wt); err != nil {
-			return rep, err
+		if rerr != nil {
+			return rep, rerr
 		}
 		rep.RemovedWorktrees = append(rep.RemovedWorktrees, t.Worktree)
 	}
