@@ -59,6 +59,11 @@ func (o *Orchestrator) Checkout(ctx context.Context, ref string) (CheckoutResult
 	}
 	defer unlock()
 
+	// An open shell could write the worktree after the commit below and
+	// lose that work with the released worktree.
+	if o.store.InUse(t.ID) {
+		return res, fmt.Errorf("an `agent shell %s` is open on the task's worktree; exit it, then check out again", t.ID)
+	}
 	// A sandbox left by a killed run could still write the worktree: it
 	// goes before any host step reads it.
 	if t.SandboxID != "" {
@@ -102,7 +107,7 @@ func (o *Orchestrator) Checkout(ctx context.Context, ref string) (CheckoutResult
 	}
 
 	if wt != nil && !t.Released && wt.Exists() && t.Populated {
-		var ch []string
+		var ch, nested []string
 		var id string
 		// Read and commit with any sandbox over the worktree (an `agent
 		// shell`) frozen, and never more than the disk bound.
@@ -113,8 +118,11 @@ func (o *Orchestrator) Checkout(ctx context.Context, ref string) (CheckoutResult
 			if _, _, derr := o.boundedExclusions(wt.Path); derr != nil {
 				return fmt.Errorf("%w: remove what it does not need with `agent shell %s`, or discard it", derr, t.ID)
 			}
-			id, err = repo.CommitAll(ctx, wt, fmt.Sprintf("Work left uncommitted by task %s\n\nCommitted by `agent checkout` before handing the branch over.\n\nAgent-Task: %s\nAgent-Model: %s\n", t.ID, t.ID, t.Model))
-			return err
+			if id, err = repo.CommitAll(ctx, wt, fmt.Sprintf("Work left uncommitted by task %s\n\nCommitted by `agent checkout` before handing the branch over.\n\nAgent-Task: %s\nAgent-Model: %s\n", t.ID, t.ID, t.Model)); err != nil {
+				return err
+			}
+			nested, _ = repo.NestedRepos(ctx, wt)
+			return nil
 		})
 		if err != nil {
 			return res, err
@@ -129,7 +137,7 @@ func (o *Orchestrator) Checkout(ctx context.Context, ref string) (CheckoutResult
 				return res, err
 			}
 		}
-		if nested, _ := repo.NestedRepos(ctx, wt); len(nested) > 0 {
+		if len(nested) > 0 {
 			return res, fmt.Errorf("the worktree %s holds git repositories of its own that are in no commit (%v); copy what you need out of them, then `agent discard` or continue the task", wt.Path, nested)
 		}
 	}
