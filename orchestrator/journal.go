@@ -203,7 +203,16 @@ func (r *Run) recoverSubAgents(ctx context.Context, sink event.Sink) error {
 				}
 				r.finishSub(sa.ID, store.SubEmpty, "")
 			default:
-				if _, err := repo.ApplyDiff(ctx, pwt, sa.Start, tip); err != nil {
+				// Written and handed over with any sandbox over the task's
+				// worktree (an open `agent shell`) frozen, as bring does.
+				err := o.whileFrozen(ctx, pwt.Path, nil, func() error {
+					paths, err := repo.ApplyDiff(ctx, pwt, sa.Start, tip)
+					if err != nil {
+						return err
+					}
+					return s.giveToParent(pwt.Path, paths)
+				})
+				if err != nil {
 					r.finishSub(sa.ID, store.SubKept, fmt.Sprintf("its work is committed on branch %s; it could not be applied to the task's worktree: %v", sa.Branch, err))
 				} else {
 					_ = repo.DeleteBranch(ctx, sa.Branch, tip)
