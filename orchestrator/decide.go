@@ -266,6 +266,11 @@ func (o *Orchestrator) discard(ctx context.Context, t *store.Task) (Outcome, err
 		}
 		t.SandboxID = ""
 	}
+	// Sub-agents' sandboxes of a killed run (not in the record) go too:
+	// their processes could otherwise go on in worktrees being removed.
+	if _, err := o.engine(ctx); err == nil {
+		_ = o.removeStaleSandboxes(ctx, t)
+	}
 	repo, err := o.openRepo(ctx, t)
 	if err != nil {
 		if _, serr := os.Stat(t.RepoGitDir); errors.Is(serr, fs.ErrNotExist) {
