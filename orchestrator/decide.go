@@ -131,7 +131,7 @@ func (o *Orchestrator) merge(ctx context.Context, t *store.Task, squash bool) (O
 		}
 		return out, nil
 	}
-	msg := mergeMessage(ctx, t, squash, repo)
+	msg := mergeCommitMessage(ctx, t, squash, repo)
 	res, err := repo.Merge(ctx, worktree.MergeOptions{Branch: t.Branch, Into: t.BaseBranch, Squash: squash, Message: msg,
 		Journal: func(p worktree.MergePlan) error {
 			if err := o.journalMerge(t, squash, p); err != nil {
@@ -243,10 +243,6 @@ func (o *Orchestrator) cleanupMerged(ctx context.Context, repo *worktree.Repo, t
 		return "could not delete the branch: " + err.Error()
 	}
 	return "branch " + t.Branch + " deleted"
-}
-
-func mergeMessage(ctx context.Context, t *store.Task, squash bool, repo *worktree.Repo) string {
-	return mergeCommitMessage(ctx, t, squash, repo)
 }
 
 // discard removes a task's sandbox, worktree and branch.
