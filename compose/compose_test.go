@@ -19,7 +19,7 @@ func stack(gpu GPU) Stack {
 		ModelTarget:   "/models",
 		User:          "1000:1000",
 		GPU:           gpu,
-		Labels:        map[string]string{"dev.localagent.managed": "true", "dev.localagent.kind": "llm"},
+		Labels:        map[string]string{"example.managed": "true", "example.kind": "llm"},
 		PidsLimit:     4096,
 	}
 }
@@ -53,7 +53,7 @@ func TestRenderValidates(t *testing.T) {
 			if got := strings.Join(svc.Command, " "); !strings.Contains(got, "/models/m $x.gguf") {
 				t.Errorf("command = %q", got)
 			}
-			if svc.Labels["dev.localagent.kind"] != "llm" || svc.User != "1000:1000" || svc.Restart != "unless-stopped" {
+			if svc.Labels["example.kind"] != "llm" || svc.User != "1000:1000" || svc.Restart != "unless-stopped" {
 				t.Errorf("service = %+v", svc)
 			}
 			if svc.HealthCheck == nil || svc.HealthCheck.Test[0] != "CMD" {

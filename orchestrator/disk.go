@@ -12,6 +12,7 @@ import (
 
 	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"
+	"github.com/localagent/agent/sandbox/hostfs"
 )
 
 // ErrDiskBound is matched (errors.Is) by a DiskError: a task's workspace
@@ -100,14 +101,17 @@ func (o *Orchestrator) guardDisk(ctx context.Context, dir string, sb *sandbox.Sa
 				continue
 			}
 			start := time.Now()
-			var ts worktree.TreeSize
+			var ts hostfs.TreeSize
 			err := o.whileFrozen(ctx, dir, []*sandbox.Sandbox{sb}, func() (err error) {
-				ts, err = worktree.MeasureTree(dir, limit, 0)
+				ts, err = hostfs.MeasureTree(dir, limit, 0)
 				return err
 			})
 			switch {
-			case errors.Is(err, worktree.ErrTooManyEntries):
-				cancel(&DiskError{Reason: fmt.Sprintf("the workspace holds more than %d entries", worktree.MaxTreeEntries)})
+			case errors.Is(err, hostfs.ErrTooManyEntries):
+				cancel(&DiskError{Reason: fmt.Sprintf("the workspace holds more than %d entries", hostfs.MaxTreeEntries)})
+				return
+			case errors.Is(err, hostfs.ErrTooDeep):
+				cancel(&DiskError{Reason: fmt.Sprintf("the workspace nests directories more than %d deep", hostfs.MaxTreeDepth)})
 				return
 			case err != nil:
 				continue // the run's own steps report engine trouble
@@ -136,12 +140,12 @@ func (o *Orchestrator) boundedExclusions(dir string) (exclude []string, all bool
 	if limit <= 0 {
 		return nil, true, nil
 	}
-	ts, err := worktree.MeasureTree(dir, limit, 0)
+	ts, err := hostfs.MeasureTree(dir, limit, 0)
 	if err == nil && !ts.Stopped {
 		return nil, true, nil
 	}
 	if err == nil {
-		ts, err = worktree.MeasureTree(dir, 0, diskKeepLargest)
+		ts, err = hostfs.MeasureTree(dir, 0, diskKeepLargest)
 	}
 	if err != nil {
 		return nil, false, &DiskError{Reason: fmt.Sprintf("the workspace could not be measured against its bound of %s (sandbox.disk): %v", human(limit), err)}

@@ -621,12 +621,3 @@ func (o *Orchestrator) populate(ctx context.Context, t *store.Task, u sandbox.Us
 	}
 	return o.populateFast(ctx, repo, wt, t, u)
 }
-
-// chownTree hands a worktree to the sandbox user, never following a
-// symlink in any component (worktree.ChownTree).
-func chownTree(root string, u sandbox.UserChoice) error {
-	if err := worktree.ChownTree(root, u.UID, u.GID); err != nil {
-		return fmt.Errorf("handing the worktree to uid %s: %w", u, err)
-	}
-	return nil
-}

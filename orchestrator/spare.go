@@ -70,7 +70,7 @@ func (o *Orchestrator) populateFast(ctx context.Context, repo *worktree.Repo, wt
 	if !u.Chown || !extrasWrite {
 		return nil
 	}
-	return chownTree(wt.Path, u)
+	return sandbox.HandOver(wt.Path, u)
 }
 
 // extrasMayWrite reports whether populateExtras may write into the
@@ -116,7 +116,7 @@ func (o *Orchestrator) refillSpare(repo *worktree.Repo, key, commit string, u sa
 		}()
 		var chown func(string) error
 		if u.Chown {
-			chown = func(root string) error { return chownTree(root, u) }
+			chown = func(root string) error { return sandbox.HandOver(root, u) }
 		}
 		if err := repo.MakeSpare(context.Background(), dir, commit, chown); err != nil {
 			slog.Warn("making a spare checkout", "commit", commit, "err", err)

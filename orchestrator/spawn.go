@@ -20,6 +20,7 @@ import (
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"
+	"github.com/localagent/agent/sandbox/hostfs"
 )
 
 // spawner runs the sub-agents of one task run (the spawn_agents tool).
@@ -193,7 +194,7 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 		return stopped("%v", err)
 	}
 	if u.Chown {
-		if err := chownTree(cwt.Path, u); err != nil {
+		if err := sandbox.HandOver(cwt.Path, u); err != nil {
 			return stopped("%v", err)
 		}
 	}
@@ -361,13 +362,14 @@ func (s *spawner) giveToParent(root string, paths []string) error {
 		// Recovering after a kill: the parent's sandbox does not exist yet.
 		user = u.String()
 	}
-	uid, gid, ok := parseUser(user)
-	if !ok || uid == 0 {
+	u, err := sandbox.ParseUser(user)
+	if err != nil || u.UID == 0 {
 		return nil
 	}
+	uid, gid := u.UID, u.GID
 	if !s.r.o.opts.Unsafe.FollowSymlinks {
 		for _, p := range paths {
-			if err := worktree.LchownChain(root, p, uid, gid); err != nil {
+			if err := hostfs.LchownChain(root, p, uid, gid); err != nil {
 				return err
 			}
 		}
@@ -381,16 +383,6 @@ func (s *spawner) giveToParent(root string, paths []string) error {
 		}
 	}
 	return nil
-}
-
-func parseUser(s string) (uid, gid int, ok bool) {
-	u, g, found := strings.Cut(s, ":")
-	if !found {
-		return 0, 0, false
-	}
-	uid, err1 := strconv.Atoi(u)
-	gid, err2 := strconv.Atoi(g)
-	return uid, gid, err1 == nil && err2 == nil
 }
 
 // slotPool hands out the model server's slots to sub-agents, the parent's

@@ -2,11 +2,12 @@ package sandbox
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/localagent/agent/sandbox/hostfs"
 )
 
 // WorkspaceUser picks the sandbox identity for a workspace directory as it
@@ -46,7 +47,7 @@ func chooseUser(s Spec) (UserChoice, string, error) {
 		return u, "", err
 	}
 	if err := HandOver(s.Workspace, u); err != nil {
-		return u, "", fmt.Errorf("handing workspace %s to uid %s so the unprivileged sandbox can write it: %w", s.Workspace, u, err)
+		return u, "", fmt.Errorf("the unprivileged sandbox cannot write its workspace: %w", err)
 	}
 	return u, fmt.Sprintf("running as root: the sandbox runs as unprivileged %s and the workspace %s was chowned to it", u, s.Workspace), nil
 }
@@ -68,17 +69,22 @@ func chownAllowed(ws string) error {
 	return nil
 }
 
-// HandOver changes the owner of every entry under root to u without
-// following symlinks (Lchown), so a link in the tree cannot redirect the
-// chown to a host file. Workspaces and environment exports are handed over
-// here; task worktrees go through worktree.ChownTree, which also refuses a
-// symlink in any component of root. Call it only while no sandbox process
-// can write root.
+// HandOver gives root and everything under it to the sandbox user u,
+// never following a symlink (hostfs.ChownTree: a walk by open directory
+// descriptors, bounded; a symlink as root or as any component is refused
+// or changed as the link itself). Workspaces, task worktrees and
+// environment exports are handed over here. Call it only while no
+// sandbox process can write root.
 func HandOver(root string, u UserChoice) error {
-	return filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, u.UID, u.GID)
-	})
+	if err := hostfs.ChownTree(root, u.UID, u.GID); err != nil {
+		return fmt.Errorf("handing %s to uid %s: %w", root, u, err)
+	}
+	return nil
+}
+
+// ParseUser reads a sandbox user as Spec.User and Sandbox.User spell it:
+// "uid" or "uid:gid", numeric.
+func ParseUser(s string) (UserChoice, error) {
+	uid, gid, err := parseUser(s)
+	return UserChoice{UID: uid, GID: gid}, err
 }

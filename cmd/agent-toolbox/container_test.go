@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localagent/agent/policy"
 	"github.com/localagent/agent/sandbox/toolbox"
 )
 
@@ -30,9 +31,9 @@ const testImage = "agent/busybox:latest"
 func testLabels(t *testing.T) (args []string, value string) {
 	value = fmt.Sprintf("toolbox-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())
 	return []string{
-		"--label", "dev.localagent.managed=true",
-		"--label", "dev.localagent.kind=test",
-		"--label", "dev.localagent.test=" + value,
+		"--label", policy.LabelManaged + "=" + policy.ManagedValue,
+		"--label", policy.LabelKind + "=test",
+		"--label", policy.LabelTest + "=" + value,
 	}, value
 }
 

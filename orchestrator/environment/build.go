@@ -27,10 +27,10 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/policy"
 	"github.com/localagent/agent/sandbox"
 	"github.com/localagent/agent/sandbox/egress"
+	"github.com/localagent/agent/sandbox/hostfs"
 )
 
 // Image names and labels of environments.
@@ -275,7 +275,7 @@ func (b *Builder) clearStale(ctx context.Context, req *Request) error {
 	}
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), "setup-") || strings.HasPrefix(e.Name(), "egress-") {
-			if err := worktree.RemoveTree(filepath.Join(req.WorkDir, e.Name())); err != nil {
+			if err := hostfs.RemoveTree(filepath.Join(req.WorkDir, e.Name())); err != nil {
 				return err
 			}
 		}
@@ -462,12 +462,12 @@ func (b *Builder) setup(ctx context.Context, req *Request, img string, res Resul
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		return err
 	}
-	defer func() { _ = worktree.RemoveTree(ws) }()
+	defer func() { _ = hostfs.RemoveTree(ws) }()
 	if err := req.Export(ctx, ws); err != nil {
 		return fmt.Errorf("exporting the project for setup: %w", err)
 	}
 	if req.User.Chown {
-		if err := worktree.ChownTree(ws, req.User.UID, req.User.GID); err != nil {
+		if err := sandbox.HandOver(ws, req.User); err != nil {
 			return err
 		}
 	}

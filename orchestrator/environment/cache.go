@@ -12,8 +12,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"
+	"github.com/localagent/agent/sandbox/hostfs"
 )
 
 // Ecosystems whose dependency caches are kept.
@@ -244,7 +244,7 @@ func RemoveCaches(stateDir, key string) ([]string, error) {
 		if key != "" && c.Key != key && c.Repo != key {
 			continue
 		}
-		if err := worktree.RemoveTree(c.Dir); err != nil {
+		if err := hostfs.RemoveTree(c.Dir); err != nil {
 			return removed, fmt.Errorf("removing %s: %w", c.Dir, err)
 		}
 		removed = append(removed, c.Key)

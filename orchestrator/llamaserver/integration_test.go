@@ -20,11 +20,12 @@ import (
 	"github.com/localagent/agent/images"
 	"github.com/localagent/agent/orchestrator/gguf"
 	"github.com/localagent/agent/orchestrator/gguf/gguftest"
+	"github.com/localagent/agent/policy"
 )
 
 // labelTest marks what one test created, so its cleanup removes exactly
 // that (other people's tests share the engine).
-const labelTest = "dev.localagent.test"
+const labelTest = policy.LabelTest
 
 type itest struct {
 	t    *testing.T

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/localagent/agent/sandbox/hostfs"
 )
 
 // History refs: what the sandbox's git tools call base and head.
@@ -31,7 +33,7 @@ func (r *Repo) ExportHistory(ctx context.Context, dest, base, head string) error
 			return err
 		}
 	}
-	if err := RemoveTree(dest); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := hostfs.RemoveTree(dest); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("history %s: %w", dest, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/localagent/agent/sandbox/hostfs"
 )
 
 // A spare checkout is the files of one commit's tree, written ahead of
@@ -69,7 +71,7 @@ func (r *Repo) MakeSpare(ctx context.Context, dir, commit string, chown func(roo
 	}
 	defer func() {
 		if err != nil {
-			_ = RemoveTree(tmp)
+			_ = hostfs.RemoveTree(tmp)
 		}
 	}()
 	files := filepath.Join(tmp, spareFiles)
@@ -98,7 +100,7 @@ func (r *Repo) MakeSpare(ctx context.Context, dir, commit string, chown func(roo
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		if _, serr := os.Lstat(dir); serr == nil {
-			_ = RemoveTree(tmp)
+			_ = hostfs.RemoveTree(tmp)
 			return nil
 		}
 		return err
@@ -129,7 +131,7 @@ func (r *Repo) ClaimSpare(ctx context.Context, w *Worktree, dir string) error {
 		}
 		return fmt.Errorf("taking a spare checkout: %w", err)
 	}
-	defer func() { _ = RemoveTree(claimed) }()
+	defer func() { _ = hostfs.RemoveTree(claimed) }()
 	b, err := os.ReadFile(filepath.Join(claimed, spareTree))
 	if err != nil {
 		return fmt.Errorf("reading a spare checkout: %w", err)

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/localagent/agent/sandbox/hostfs"
 )
 
 // Worktree is one task's checkout: its files live at Path (bind-mounted
@@ -255,7 +257,7 @@ func (r *Repo) NestedRepos(ctx context.Context, w *Worktree) ([]string, error) {
 // Remove deletes the worktree directory and its admin directory. The
 // branch stays (see DeleteBranch).
 func (r *Repo) Remove(_ context.Context, w *Worktree) error {
-	if err := RemoveTree(w.Path); err != nil {
+	if err := hostfs.RemoveTree(w.Path); err != nil {
 		return fmt.Errorf("removing worktree %s: %w", w.Path, err)
 	}
 	if r.ownsAdminDir(w.GitDir) {
@@ -264,17 +266,6 @@ func (r *Repo) Remove(_ context.Context, w *Worktree) error {
 		}
 	}
 	return nil
-}
-
-// RemoveTree removes a tree a sandbox may have made unwritable (a
-// directory chmod 000, or Go's read-only module cache, cannot be emptied
-// by a non-root owner). It never follows symlinks.
-func RemoveTree(path string) error {
-	if err := os.RemoveAll(path); err == nil {
-		return nil
-	}
-	makeDirsWritable(path)
-	return os.RemoveAll(path)
 }
 
 // DeleteBranch deletes a branch, but only if it still points at tip (so a
@@ -310,7 +301,7 @@ func (r *Repo) IgnoredFiles(ctx context.Context, w *Worktree) ([]string, error) 
 // RemoveFiles deletes a task worktree's directory whose repository is
 // gone (no admin directory to remove), never following symlinks.
 func RemoveFiles(path string) error {
-	if err := RemoveTree(path); err != nil {
+	if err := hostfs.RemoveTree(path); err != nil {
 		return fmt.Errorf("removing worktree %s: %w", path, err)
 	}
 	return nil

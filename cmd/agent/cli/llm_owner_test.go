@@ -18,6 +18,7 @@ import (
 	"github.com/localagent/agent/images"
 	"github.com/localagent/agent/orchestrator/gguf/gguftest"
 	"github.com/localagent/agent/orchestrator/llamaserver"
+	"github.com/localagent/agent/policy"
 )
 
 // After `llm up --port N` (llm.port still says 8080), a task finds the
@@ -41,7 +42,7 @@ func TestTaskFindsServerStartedOnAnotherPort(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		list, _ := c.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "dev.localagent.test="+id))})
+		list, _ := c.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", policy.LabelTest+"="+id))})
 		for _, s := range list {
 			_ = c.ContainerRemove(ctx, s.ID, container.RemoveOptions{Force: true})
 		}
@@ -59,7 +60,7 @@ func TestTaskFindsServerStartedOnAnotherPort(t *testing.T) {
 	l.Close()
 
 	ios, _, out, errOut := TestStreams()
-	if code := Main([]string{"llm", "up", "--model", model, "--gpus", "none", "--ctx", "4096", "--port", strconv.Itoa(port), "--label", "dev.localagent.test=" + id}, ios); code != 0 {
+	if code := Main([]string{"llm", "up", "--model", model, "--gpus", "none", "--ctx", "4096", "--port", strconv.Itoa(port), "--label", policy.LabelTest + "=" + id}, ios); code != 0 {
 		t.Fatalf("llm up: exit %d\n%s%s", code, out, errOut)
 	}
 	if !strings.Contains(out.String(), "device cpu image, CPU") {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/localagent/agent/agent/event"
 	"github.com/localagent/agent/orchestrator/llamaserver"
+	"github.com/localagent/agent/policy"
 )
 
 // llmIsolate keeps the user's and the project's configuration out of a test.
@@ -62,13 +63,13 @@ func TestLLMUpFlagsAndConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, err := runUp(t, "--model", "/models/x.gguf", "--ctx", "8192", "--image", "vendor/llama:cuda",
-		"--start-timeout", "10s", "--instance", "t1", "--label", "dev.localagent.test=abc", "--", "--flash-attn", "on")
+		"--start-timeout", "10s", "--instance", "t1", "--label", policy.LabelTest+"=abc", "--", "--flash-attn", "on")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := o.Server
 	if s.Port != 9123 || s.Ctx != 8192 || s.Parallel != 1 || s.GPUs.String() != "none" || s.Image != "vendor/llama:cuda" ||
-		s.StartTimeout != 10*time.Second || s.Instance != "t1" || s.Labels["dev.localagent.test"] != "abc" {
+		s.StartTimeout != 10*time.Second || s.Instance != "t1" || s.Labels[policy.LabelTest] != "abc" {
 		t.Errorf("options: %+v", s)
 	}
 	if strings.Join(s.ExtraArgs, " ") != "--flash-attn on" {
@@ -93,7 +94,7 @@ func TestLLMUsageErrors(t *testing.T) {
 		{[]string{"llm", "up", "--model", model, "--", "--port", "1"}, ExitUsage, "set by agent itself"},
 		{[]string{"llm", "up"}, ExitUsage, "no model"},
 		{[]string{"llm", "up", "--model", model, "--parallel", "-1"}, ExitUsage, "at least one slot"},
-		{[]string{"llm", "up", "--model", model, "--label", "dev.localagent.kind=x"}, ExitUsage, "--label"},
+		{[]string{"llm", "up", "--model", model, "--label", policy.LabelKind + "=x"}, ExitUsage, "--label"},
 		{[]string{"llm", "up", "--model", model, "--gpus", "none"}, ExitError, "does not exist"},
 		{[]string{"llm", "status", "extra"}, ExitUsage, ""},
 		{[]string{"compose", "render"}, ExitUsage, "no model"},

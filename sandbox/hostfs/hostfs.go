@@ -1,24 +1,24 @@
-package worktree
+package hostfs
 
 import (
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
-// Host-side file operations on a worktree. The sandbox can write every
-// name in a worktree, so a path the host builds from names there may
-// lead, through a symlink in any of its components, to a host file. These
-// functions therefore never resolve a path: they walk it one component at
-// a time from an open directory (openat with O_NOFOLLOW), so a symlink
-// anywhere is refused (or, for the last component, acted on as the link
-// itself) instead of followed. They are still only safe while nothing in
-// the sandbox can run (see the orchestrator's freeze): between two steps a
-// live process could swap what a name refers to.
+// The sandbox can write every name in the tree, so a path the host builds
+// from names there may lead, through a symlink in any of its components,
+// to a host file. These functions therefore never resolve a path: they
+// walk it one component at a time from an open directory (openat with
+// O_NOFOLLOW), so a symlink anywhere is refused (or, for the last
+// component, acted on as the link itself) instead of followed. They are
+// still only safe while nothing in the sandbox can run: between two steps
+// a live process could swap what a name refers to.
 
 // ErrSymlink is returned when a leading component of a path is a symlink
 // (or not a directory).
@@ -50,7 +50,7 @@ func openRoot(root string) (int, error) {
 func splitRel(rel string) ([]string, error) {
 	clean := filepath.Clean(rel)
 	if clean == "." || filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
-		return nil, fmt.Errorf("path %q is not inside the worktree", rel)
+		return nil, fmt.Errorf("path %q is not inside the tree", rel)
 	}
 	return strings.Split(clean, "/"), nil
 }
@@ -96,7 +96,8 @@ func LchownChain(root, rel string, uid, gid int) error {
 
 // ChownTree changes the owner of root and of everything under it, walking
 // by open directory descriptors: a symlink is changed as the link itself
-// and never entered.
+// and never entered, and a symlink as root is refused (ErrSymlink). This
+// is how a tree is handed to the sandbox user.
 func ChownTree(root string, uid, gid int) error {
 	fd, err := openRoot(root)
 	if err != nil {
@@ -106,7 +107,7 @@ func ChownTree(root string, uid, gid int) error {
 		unix.Close(fd)
 		return &os.PathError{Op: "fchown", Path: root, Err: err}
 	}
-	return walkFD(fd, root, "", func(dirfd int, name, _ string, _ bool) error {
+	return walkFD(fd, root, func(dirfd int, name, _ string, _ bool) error {
 		if err := unix.Fchownat(dirfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil && !errors.Is(err, unix.ENOENT) {
 			return &os.PathError{Op: "lchown", Path: name, Err: err}
 		}
@@ -114,22 +115,58 @@ func ChownTree(root string, uid, gid int) error {
 	})
 }
 
+// MaxTreeDepth bounds how deep a walk goes: each level holds a directory
+// descriptor open, and a tree the sandbox made deeper than any checkout
+// could be (git's paths stop at PATH_MAX) must not exhaust them.
+const MaxTreeDepth = 2048
+
+// depthBound is MaxTreeDepth; tests lower it.
+var depthBound = MaxTreeDepth
+
+// MaxTreeEntries bounds the entries one walk visits.
+const MaxTreeEntries = 2_000_000
+
+// ErrTooManyEntries is returned when a tree has more than MaxTreeEntries
+// entries; ErrTooDeep when it nests deeper than MaxTreeDepth.
+var (
+	ErrTooManyEntries = errors.New("the tree has too many entries to walk")
+	ErrTooDeep        = errors.New("the tree nests too deep to walk")
+)
+
+// walker is one bounded walk.
+type walker struct {
+	entries int
+	fn      func(dirfd int, name, rel string, isDir bool) error
+}
+
 // walkFD calls fn for every entry under the directory open as fd (which
 // it closes), depth first, entering only real directories (O_NOFOLLOW).
 // fn gets the entry's name in dirfd and its path relative to the walk's
-// root (rel is the directory's); an error from fn ends the walk.
-func walkFD(fd int, path, rel string, fn func(dirfd int, name, rel string, isDir bool) error) error {
+// root; an error from fn ends the walk. It stops with ErrTooManyEntries or
+// ErrTooDeep past the bounds.
+func walkFD(fd int, path string, fn func(dirfd int, name, rel string, isDir bool) error) error {
+	w := &walker{fn: fn}
+	return w.dir(fd, path, "", 0)
+}
+
+func (w *walker) dir(fd int, path, rel string, depth int) error {
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
+	if depth > depthBound {
+		return fmt.Errorf("%s: %w", path, ErrTooDeep)
+	}
 	for {
 		ents, err := f.ReadDir(1024)
 		for _, e := range ents {
+			if w.entries++; w.entries > MaxTreeEntries {
+				return ErrTooManyEntries
+			}
 			isDir := e.IsDir() // from d_type: a symlink is never IsDir
 			erel := e.Name()
 			if rel != "" {
 				erel = rel + "/" + erel
 			}
-			if err := fn(fd, e.Name(), erel, isDir); err != nil {
+			if err := w.fn(fd, e.Name(), erel, isDir); err != nil {
 				return err
 			}
 			if !isDir {
@@ -142,7 +179,7 @@ func walkFD(fd int, path, rel string, fn func(dirfd int, name, rel string, isDir
 				}
 				return fmt.Errorf("%s: %w", filepath.Join(path, e.Name()), err)
 			}
-			if err := walkFD(sub, filepath.Join(path, e.Name()), erel, fn); err != nil {
+			if err := w.dir(sub, filepath.Join(path, e.Name()), erel, depth+1); err != nil {
 				return err
 			}
 		}
@@ -176,25 +213,19 @@ type TreeSize struct {
 	Largest []SizedFile
 }
 
-// MaxTreeEntries bounds the entries MeasureTree visits.
-const MaxTreeEntries = 2_000_000
-
-// ErrTooManyEntries is returned when a tree has more than MaxTreeEntries.
-var ErrTooManyEntries = errors.New("the tree has too many entries to measure")
-
 var errStopWalk = errors.New("stop")
 
 // MeasureTree adds up the size of everything under root without following
 // a symlink anywhere (see ChownTree), keeping the keep largest regular
 // files. With stopAt > 0 it stops as soon as the total passes stopAt. It
-// reads metadata only, and visits at most MaxTreeEntries entries.
+// reads metadata only, within the walk's bounds.
 func MeasureTree(root string, stopAt int64, keep int) (TreeSize, error) {
 	var ts TreeSize
 	fd, err := openRoot(root)
 	if err != nil {
 		return ts, err
 	}
-	err = walkFD(fd, root, "", func(dirfd int, name, rel string, _ bool) error {
+	err = walkFD(fd, root, func(dirfd int, name, rel string, _ bool) error {
 		var st unix.Stat_t
 		if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			if errors.Is(err, unix.ENOENT) {
@@ -203,9 +234,6 @@ func MeasureTree(root string, stopAt int64, keep int) (TreeSize, error) {
 			return &os.PathError{Op: "lstat", Path: rel, Err: err}
 		}
 		ts.Entries++
-		if ts.Entries > MaxTreeEntries {
-			return ErrTooManyEntries
-		}
 		n := max(st.Size, st.Blocks*512)
 		ts.Bytes += n
 		if keep > 0 && st.Mode&unix.S_IFMT == unix.S_IFREG {
@@ -253,6 +281,18 @@ func chmodNoFollow(dirfd int, name string, mode uint32) error {
 	return unix.Chmod(fmt.Sprintf("/proc/self/fd/%d", fd), mode)
 }
 
+// RemoveTree removes a tree a sandbox may have made unwritable (a
+// directory chmod 000, or Go's read-only module cache, cannot be emptied
+// by a non-root owner). It never follows symlinks: os.RemoveAll unlinks a
+// link itself, and the modes are fixed by makeDirsWritable's walk.
+func RemoveTree(path string) error {
+	if err := os.RemoveAll(path); err == nil {
+		return nil
+	}
+	makeDirsWritable(path)
+	return os.RemoveAll(path)
+}
+
 // makeDirsWritable gives the owner every permission on root and every
 // directory under it (best effort), so that a tree the sandbox made
 // unwritable can be removed; it never follows a symlink.
@@ -262,7 +302,7 @@ func makeDirsWritable(root string) {
 	if err != nil {
 		return
 	}
-	_ = walkFD(fd, root, "", func(dirfd int, name, _ string, isDir bool) error {
+	_ = walkFD(fd, root, func(dirfd int, name, _ string, isDir bool) error {
 		if isDir {
 			_ = chmodNoFollow(dirfd, name, 0o700)
 		}

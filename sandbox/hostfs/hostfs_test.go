@@ -1,4 +1,4 @@
-package worktree
+package hostfs
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func owner(t *testing.T, p string) int {
@@ -235,5 +237,46 @@ func TestMakeDirsWritableNeverFollows(t *testing.T) {
 	}
 	if mode(host) != 0o700 {
 		t.Fatal("control failed: os.Chmod did not follow the link, so this test proves nothing")
+	}
+}
+
+// TestWalkIsBounded: a tree nested deeper than MaxTreeDepth (the sandbox
+// can make one: it is out of git's reach, but not out of a walk's) ends
+// the walk with ErrTooDeep instead of holding a descriptor per level;
+// RemoveTree still removes it. Control: one level less is walked whole.
+// (The bound is lowered to keep the test fast.)
+func TestWalkIsBounded(t *testing.T) {
+	defer func(d int) { depthBound = d }(depthBound)
+	depthBound = 64
+	mk := func(levels int) string {
+		root := t.TempDir()
+		fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range levels {
+			if err := unix.Mkdirat(fd, "d", 0o755); err != nil {
+				t.Fatal(err)
+			}
+			next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+			unix.Close(fd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fd = next
+		}
+		unix.Close(fd)
+		return root
+	}
+	deep := mk(depthBound + 1)
+	if _, err := MeasureTree(deep, 0, 0); !errors.Is(err, ErrTooDeep) {
+		t.Errorf("walk of a tree %d deep: %v, want ErrTooDeep", depthBound+1, err)
+	}
+	if err := RemoveTree(deep); err != nil {
+		t.Errorf("removing the deep tree: %v", err)
+	}
+	ts, err := MeasureTree(mk(depthBound), 0, 0)
+	if err != nil || ts.Entries != depthBound {
+		t.Errorf("control: walk of a tree %d deep: %d entries, %v", depthBound, ts.Entries, err)
 	}
 }
