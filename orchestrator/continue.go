@@ -104,9 +104,10 @@ func (r *Run) Continue(prompt string) error {
 		return fmt.Errorf("task %s is %s: there is nothing to continue", t.ID, t.State)
 	}
 	r.resume, r.followUp, r.begin = true, prompt, time.Now()
-	t.FollowUps = append(t.FollowUps, prompt)
-	t.Decision, t.Error = "", ""
-	return r.o.store.Save(t)
+	return r.update(func(t *store.Task) {
+		t.FollowUps = append(t.FollowUps, prompt)
+		t.Decision, t.Error = "", ""
+	})
 }
 
 // ensureWorktree re-creates the worktree of a task that was handed back
@@ -210,8 +211,7 @@ func (r *Run) Undo(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	t.Commits = append(t.Commits, id)
-	if err := o.store.Save(t); err != nil {
+	if err := r.update(func(t *store.Task) { t.Commits = append(t.Commits, id) }); err != nil {
 		return "", err
 	}
 	return subject, nil
@@ -235,8 +235,7 @@ func (r *Run) Settle(ctx context.Context) error {
 	if derr != nil {
 		return r.diskStop(nil, derr)
 	}
-	t.State, t.Error = store.Review, ""
-	return r.o.store.Save(t)
+	return r.update(func(t *store.Task) { t.State, t.Error = store.Review, "" })
 }
 
 // CompactNext makes the next turn start by compacting the conversation

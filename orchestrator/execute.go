@@ -58,12 +58,12 @@ func (o *Orchestrator) preflightSandbox(ctx context.Context, image string) error
 // worktree, and can be resumed.
 func (r *Run) Execute(ctx context.Context) error {
 	o, t := r.o, r.Task
-	save := r.save
-	t.State = store.Running
-	if t.Started.IsZero() || !r.resume {
-		t.Started = time.Now().UTC()
-	}
-	save()
+	_ = r.update(func(t *store.Task) {
+		t.State = store.Running
+		if t.Started.IsZero() || !r.resume {
+			t.Started = time.Now().UTC()
+		}
+	})
 
 	rec, closeLog := r.recorder()
 	defer closeLog()
@@ -75,7 +75,7 @@ func (r *Run) Execute(ctx context.Context) error {
 		if err := o.removeStaleSandboxes(ctx, t); err != nil {
 			return r.stop(ctx, err)
 		}
-		t.SandboxID = ""
+		r.tally(func(t *store.Task) { t.SandboxID = "" })
 		if err := r.recoverSubAgents(ctx, sink); err != nil {
 			return r.stop(ctx, err)
 		}
@@ -97,8 +97,7 @@ func (r *Run) Execute(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if err := sb.Remove(cctx); err == nil {
-			t.SandboxID = ""
-			save()
+			_ = r.update(func(t *store.Task) { t.SandboxID = "" })
 			r.o.dropHistory(t.ID)
 		}
 	}()
@@ -116,8 +115,10 @@ func (r *Run) Execute(ctx context.Context) error {
 	cancelRun(nil)
 	_ = ag.Close()
 	stopBackground(ctx, sb, sink, t.ID)
-	t.Timings.Agent += time.Since(astart).Milliseconds()
-	t.Result = res.Text
+	r.tally(func(t *store.Task) {
+		t.Timings.Agent += time.Since(astart).Milliseconds()
+		t.Result = res.Text
+	})
 	var bound *DiskError
 	if errors.As(context.Cause(actx), &bound) && ctx.Err() == nil {
 		runErr = nil
@@ -133,37 +134,40 @@ func (r *Run) Execute(ctx context.Context) error {
 		return r.stop(ctx, err)
 	}
 	failpoint.Hit("task-committed")
-	t.Timings.Commit = time.Since(cstart).Milliseconds()
+	r.tally(func(t *store.Task) { t.Timings.Commit = time.Since(cstart).Milliseconds() })
 	if bound != nil || derr != nil {
 		return r.stop(ctx, r.diskStop(bound, derr))
 	}
-	t.State = store.Review
-	t.Finished = time.Now().UTC()
-	save()
+	_ = r.update(func(t *store.Task) {
+		t.State = store.Review
+		t.Finished = time.Now().UTC()
+	})
 	return nil
 }
 
 // stop records why a run ended early.
 func (r *Run) stop(ctx context.Context, err error) error {
-	t := r.Task
-	t.Finished = time.Now().UTC()
 	r.markCutShort()
+	var state store.State
+	var why string
+	id, wt := r.Task.ID, r.Task.Worktree
 	if ctx.Err() != nil {
-		t.State = store.Interrupted
-		t.Error = "interrupted"
-		err = fmt.Errorf("%w: resume it with `agent resume %s`", ErrInterrupted, t.ID)
+		state, why = store.Interrupted, "interrupted"
+		err = fmt.Errorf("%w: resume it with `agent resume %s`", ErrInterrupted, id)
 	} else if llm.IsRetriable(err) {
 		// The model server stalled or went away: nothing is wrong with
 		// the task, and the same request may work later.
-		t.State = store.Interrupted
-		t.Error = err.Error()
-		err = fmt.Errorf("%w: %v; resume it with `agent resume %s` when the model server answers again", ErrInterrupted, err, t.ID)
+		state, why = store.Interrupted, err.Error()
+		err = fmt.Errorf("%w: %v; resume it with `agent resume %s` when the model server answers again", ErrInterrupted, err, id)
 	} else {
-		t.State = store.Failed
-		t.Error = err.Error()
-		err = fmt.Errorf("task %s failed: %w (its worktree %s is kept; `agent resume %s` retries, `agent discard %s` removes it)", t.ID, err, t.Worktree, t.ID, t.ID)
+		state, why = store.Failed, err.Error()
+		err = fmt.Errorf("task %s failed: %w (its worktree %s is kept; `agent resume %s` retries, `agent discard %s` removes it)", id, err, wt, id, id)
 	}
-	if serr := r.o.store.Save(t); serr != nil {
+	serr := r.update(func(t *store.Task) {
+		t.Finished = time.Now().UTC()
+		t.State, t.Error = state, why
+	})
+	if serr != nil {
 		return errors.Join(err, serr)
 	}
 	return err
@@ -179,7 +183,7 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 	}
 	if t.SandboxID != "" {
 		_ = e.Remove(ctx, t.SandboxID)
-		t.SandboxID = ""
+		r.tally(func(t *store.Task) { t.SandboxID = "" })
 	}
 	if t.Populated && t.WorktreeGit != "" {
 		// A kill during the checkout or a commit leaves git's index lock.
@@ -229,12 +233,14 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 	if err != nil {
 		return nil, fmt.Errorf("creating the sandbox: %w", err)
 	}
-	if !t.Populated {
-		t.Populated = true
-		t.Timings.Worktree += time.Since(sstart).Milliseconds()
-	}
-	t.SandboxID = sb.ID
-	if err := o.store.Save(t); err != nil {
+	err = r.update(func(t *store.Task) {
+		if !t.Populated {
+			t.Populated = true
+			t.Timings.Worktree += time.Since(sstart).Milliseconds()
+		}
+		t.SandboxID = sb.ID
+	})
+	if err != nil {
 		_ = sb.Remove(context.WithoutCancel(ctx))
 		return nil, err
 	}
@@ -246,10 +252,13 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 		_ = sb.Remove(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("sandbox toolbox: %w", err)
 	}
-	t.Timings.Sandbox = time.Since(sstart).Milliseconds()
-	t.Timings.Ready = time.Since(r.begin).Milliseconds()
+	ready := time.Since(r.begin).Milliseconds()
+	r.tally(func(t *store.Task) {
+		t.Timings.Sandbox = time.Since(sstart).Milliseconds()
+		t.Timings.Ready = ready
+	})
 	sink.Emit(event.Event{Time: time.Now(), Kind: event.Progress, Task: t.ID, State: "ready",
-		Text: fmt.Sprintf("sandbox %s ready (%s image) in %d ms", short(sb.ID), spec.Image, t.Timings.Ready)})
+		Text: fmt.Sprintf("sandbox %s ready (%s image) in %d ms", short(sb.ID), spec.Image, ready)})
 	return sb, nil
 }
 
@@ -261,19 +270,21 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 func (r *Run) startEgress(ctx context.Context, sink event.Sink) (func(), error) {
 	o, t := r.o, r.Task
 	pol := o.opts.Egress
-	t.Network = store.Network{}
 	if pol.Empty() {
+		r.tally(func(t *store.Task) { t.Network = store.Network{} })
 		return func() {}, nil
 	}
+	var allow []string
 	for _, rule := range pol.Rules() {
-		t.Network.Allow = append(t.Network.Allow, rule.Raw)
+		allow = append(allow, rule.Raw)
 	}
-	t.Network.EgressLog = o.egressLogPath(t.ID)
-	if err := os.MkdirAll(filepath.Dir(t.Network.EgressLog), 0o700); err != nil {
+	logPath := o.egressLogPath(t.ID)
+	r.tally(func(t *store.Task) { t.Network = store.Network{Allow: allow, EgressLog: logPath} })
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
 		return nil, err
 	}
 	px, err := egress.Start(ctx, egress.Config{
-		Dir: o.egressDir(t.ID), LogPath: t.Network.EgressLog, Task: t.ID, Policy: pol,
+		Dir: o.egressDir(t.ID), LogPath: logPath, Task: t.ID, Policy: pol,
 		OnRecord: func(rec egress.Record) {
 			sink.Emit(event.Event{Time: rec.Time, Kind: event.Egress, Task: t.ID, Text: rec.Target(), Allowed: rec.Allowed})
 		},
@@ -432,10 +443,10 @@ func (r *Run) commit(ctx context.Context, sb *sandbox.Sandbox, res agent.Result)
 		// Files .gitignore keeps out of the commit are named in the review:
 		// they go with the worktree.
 		if ign, err := repo.IgnoredFiles(ctx, wt); err == nil {
-			r.mu.Lock()
-			t.IgnoredCount = len(ign)
-			t.Ignored = ign[:min(len(ign), store.MaxIgnored)]
-			r.mu.Unlock()
+			r.tally(func(t *store.Task) {
+				t.IgnoredCount = len(ign)
+				t.Ignored = ign[:min(len(ign), store.MaxIgnored)]
+			})
 		}
 		return nil
 	})
@@ -443,7 +454,7 @@ func (r *Run) commit(ctx context.Context, sb *sandbox.Sandbox, res agent.Result)
 		return nil, err
 	}
 	if id != "" {
-		t.Commits = append(t.Commits, id)
+		r.tally(func(t *store.Task) { t.Commits = append(t.Commits, id) })
 	}
 	return derr, nil
 }
@@ -490,14 +501,16 @@ func cutRunes(s string, n int) string {
 }
 
 // recorder keeps the task record in step with the agent's events (commands
-// run, tokens) and appends every event to the task's event log.
+// run, tokens, egress) and appends every event to the task's event log.
+// Events come from any goroutine of the run (the agent loop, sub-agents,
+// the egress proxy): the log has a lock of its own, and the record changes
+// only through the run's (Run.update, Run.tally).
 func (r *Run) recorder() (event.Sink, func()) {
-	t := r.Task
-	mu := &r.mu
-	save := r.saveLocked
+	id, events := r.Task.ID, r.Task.Events
+	var mu sync.Mutex // guards logf, batch and pending
 	var logf *os.File
-	if err := os.MkdirAll(filepath.Dir(t.Events), 0o700); err == nil {
-		logf, _ = os.OpenFile(t.Events, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err := os.MkdirAll(filepath.Dir(events), 0o700); err == nil {
+		logf, _ = os.OpenFile(events, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	}
 	pending := map[string]string{} // agent NUL call id -> command
 	var batch deltaBatch
@@ -508,7 +521,7 @@ func (r *Run) recorder() (event.Sink, func()) {
 			e.Time = time.Now()
 		}
 		if e.Task == "" {
-			e.Task = t.ID
+			e.Task = id
 		}
 		if logf != nil {
 			// Deltas are joined into larger events (agent log -f shows them).
@@ -536,10 +549,13 @@ func (r *Run) recorder() (event.Sink, func()) {
 				pending[e.Agent+"\x00"+e.CallID] = a.Command
 				// Recorded as running before it runs: a kill now leaves
 				// it in the record, marked cut short on resume.
-				if len(t.Commands) < store.MaxCommands {
+				r.change(func(t *store.Task) bool {
+					if len(t.Commands) >= store.MaxCommands {
+						return false
+					}
 					t.Commands = append(t.Commands, store.Command{Command: a.Command, Running: true})
-					save()
-				}
+					return true
+				})
 			}
 			if e.Tool == agent.ToolAskUser {
 				pending[e.Agent+"\x00"+e.CallID] = askPrefix + askQuestion(e.Args)
@@ -555,33 +571,37 @@ func (r *Run) recorder() (event.Sink, func()) {
 					Command: cmd, ExitCode: e.ExitCode, TimedOut: e.TimedOut, OOMKilled: e.OOMKill,
 					DurationMS: e.Duration.Milliseconds(), Missing: missingProgram(e),
 				}
-				replaced := false
-				for i := len(t.Commands) - 1; i >= 0; i-- {
-					if t.Commands[i].Running && t.Commands[i].Command == cmd {
-						t.Commands[i], replaced = done, true
-						break
+				_ = r.update(func(t *store.Task) {
+					for i := len(t.Commands) - 1; i >= 0; i-- {
+						if t.Commands[i].Running && t.Commands[i].Command == cmd {
+							t.Commands[i] = done
+							return
+						}
 					}
-				}
-				if !replaced && len(t.Commands) < store.MaxCommands {
-					t.Commands = append(t.Commands, done)
-				}
-				save()
-			}
-		case event.Egress:
-			if e.Allowed {
-				t.Network.Allowed++
-			} else {
-				t.Network.Denied++
-			}
-		case event.Usage:
-			t.Tokens.Prompt += e.PromptTokens
-			t.Tokens.Completion += e.CompletionTokens
-			addSpeed(&t.Tokens, e.Speed)
-			if e.Speed != nil && e.Speed.Server && len(t.Tokens.Turns) < store.MaxTurns {
-				t.Tokens.Turns = append(t.Tokens.Turns, store.TurnTokens{
-					Agent: e.Agent, Slot: e.Slot, Prompt: e.PromptTokens, Processed: e.Speed.PromptProcessed, Cached: e.Speed.PromptCached,
+					if len(t.Commands) < store.MaxCommands {
+						t.Commands = append(t.Commands, done)
+					}
 				})
 			}
+		case event.Egress:
+			r.tally(func(t *store.Task) {
+				if e.Allowed {
+					t.Network.Allowed++
+				} else {
+					t.Network.Denied++
+				}
+			})
+		case event.Usage:
+			r.tally(func(t *store.Task) {
+				t.Tokens.Prompt += e.PromptTokens
+				t.Tokens.Completion += e.CompletionTokens
+				addSpeed(&t.Tokens, e.Speed)
+				if e.Speed != nil && e.Speed.Server && len(t.Tokens.Turns) < store.MaxTurns {
+					t.Tokens.Turns = append(t.Tokens.Turns, store.TurnTokens{
+						Agent: e.Agent, Slot: e.Slot, Prompt: e.PromptTokens, Processed: e.Speed.PromptProcessed, Cached: e.Speed.PromptCached,
+					})
+				}
+			})
 		}
 	})
 	return sink, func() {

@@ -96,37 +96,54 @@ func (o *Orchestrator) recoverWorktree(ctx context.Context, repo *worktree.Repo,
 	return o.store.Save(t)
 }
 
-// save writes the run's task record.
-func (r *Run) save() {
+// change is the one way the record of a running task changes: f runs
+// under the run's lock, and the record is saved (still under it) when f
+// returns true. The run's own steps, the event recorder (fed by the agent
+// loop, sub-agents and the egress proxy), sub-agents and the disk guard run
+// in goroutines of their own; each read-modify-write of the record, and
+// each save (which reads all of it), goes through here, so none is lost
+// and a save never writes a record halfway through a change.
+func (r *Run) change(f func(t *store.Task) (save bool)) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.saveLocked()
-}
-
-func (r *Run) saveLocked() {
+	if !f(r.Task) {
+		return nil
+	}
 	if err := r.o.store.Save(r.Task); err != nil {
 		r.o.emit(r.Task, event.Error, "saving the task record: "+err.Error())
+		return err
 	}
+	return nil
 }
+
+// update changes the record (see change) and saves it.
+func (r *Run) update(f func(t *store.Task)) error {
+	return r.change(func(t *store.Task) bool { f(t); return true })
+}
+
+// tally changes the record (see change) without saving it: counters the
+// next save writes.
+func (r *Run) tally(f func(t *store.Task)) {
+	_ = r.change(func(t *store.Task) bool { f(t); return false })
+}
+
+// save writes the run's task record.
+func (r *Run) save() { _ = r.update(func(*store.Task) {}) }
 
 // journalSub records a sub-agent before its branch and worktree exist.
 func (r *Run) journalSub(sa store.SubAgent) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.Task.SubAgents = append(r.Task.SubAgents, sa)
-	r.saveLocked()
+	_ = r.update(func(t *store.Task) { t.SubAgents = append(t.SubAgents, sa) })
 }
 
 // updateSub changes the record of sub-agent id and saves it.
 func (r *Run) updateSub(id string, f func(*store.SubAgent)) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for i := range r.Task.SubAgents {
-		if r.Task.SubAgents[i].ID == id {
-			f(&r.Task.SubAgents[i])
+	_ = r.update(func(t *store.Task) {
+		for i := range t.SubAgents {
+			if t.SubAgents[i].ID == id {
+				f(&t.SubAgents[i])
+			}
 		}
-	}
-	r.saveLocked()
+	})
 }
 
 // finishSub records how a sub-agent ended.
@@ -240,13 +257,13 @@ func (r *Run) recoverSubAgents(ctx context.Context, sink event.Sink) error {
 // markCutShort marks the commands still recorded as running as cut short:
 // the run that started them ended (or was killed) before they finished.
 func (r *Run) markCutShort() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for i := range r.Task.Commands {
-		if c := &r.Task.Commands[i]; c.Running {
-			c.Running, c.CutShort = false, true
+	r.tally(func(t *store.Task) {
+		for i := range t.Commands {
+			if c := &t.Commands[i]; c.Running {
+				c.Running, c.CutShort = false, true
+			}
 		}
-	}
+	})
 }
 
 // pruneLost removes the repository's admin directories of task worktrees
