@@ -219,7 +219,7 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 		}()
 	}
 	spec.Labels = withLabel(spec.Labels, sandbox.LabelUse, useTask)
-	sb, err := e.Create(ctx, spec)
+	sb, err := o.createSandbox(ctx, e, spec)
 	wg.Wait()
 	if err == nil {
 		failpoint.Hit("task-sandbox-created")

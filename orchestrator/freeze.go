@@ -20,10 +20,13 @@ type UnsafeOptions struct {
 	// following symlinks in leading components, as before the no-follow
 	// walk.
 	FollowSymlinks bool
+	// NoFreezeLock lets a sandbox be created over a worktree while a host
+	// step has its sandboxes frozen (see createSandbox).
+	NoFreezeLock bool
 }
 
 // Any reports whether any defence is off.
-func (u UnsafeOptions) Any() bool { return u.NoFreeze || u.FollowSymlinks }
+func (u UnsafeOptions) Any() bool { return u.NoFreeze || u.FollowSymlinks || u.NoFreezeLock }
 
 // whileFrozen runs step, a host step that reads or writes the worktree
 // dir (git add, git apply, handing files over), while no process of a
@@ -34,6 +37,9 @@ func (u UnsafeOptions) Any() bool { return u.NoFreeze || u.FollowSymlinks }
 // host git's system calls and make it, running as the user (or root),
 // read a host file into the branch or write, chown or delete one.
 //
+// No sandbox over dir is created from the list to the thaw: the
+// worktree's lock is held exclusive meanwhile (see createSandbox).
+//
 // When a sandbox cannot be frozen the step does not run.
 func (o *Orchestrator) whileFrozen(ctx context.Context, dir string, sbs []*sandbox.Sandbox, step func() error) error {
 	if o.opts.Unsafe.NoFreeze {
@@ -43,6 +49,11 @@ func (o *Orchestrator) whileFrozen(ctx context.Context, dir string, sbs []*sandb
 	if err != nil {
 		return err
 	}
+	release, err := o.holdFrozen(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ids := map[string]bool{}
 	var order []string
 	add := func(id string) {

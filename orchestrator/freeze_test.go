@@ -28,7 +28,7 @@ func TestWhileFrozen(t *testing.T) {
 		}
 		return ins.State.Paused
 	}
-	o := &Orchestrator{opts: Options{Engine: func(context.Context) (sandbox.Backend, error) { return e, nil }}}
+	o := &Orchestrator{opts: Options{StateDir: t.TempDir(), Engine: func(context.Context) (sandbox.Backend, error) { return e, nil }}}
 	ran := false
 	err := o.whileFrozen(ctx, ws, []*sandbox.Sandbox{sb}, func() error {
 		ran = true

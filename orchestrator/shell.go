@@ -42,7 +42,7 @@ func (o *Orchestrator) ShellSandbox(ctx context.Context, t *store.Task) (sb *san
 	}
 	spec := o.sandboxSpec(t, "agent-shell-"+t.ID)
 	spec.Labels = withLabel(spec.Labels, sandbox.LabelUse, useShell)
-	sb, err = e.Create(ctx, spec)
+	sb, err = o.createSandbox(ctx, e, spec)
 	if err != nil {
 		return nil, false, fmt.Errorf("creating a sandbox for task %s: %w", t.ID, err)
 	}

@@ -199,7 +199,7 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 		}
 	}
 	spec.User = u.String()
-	if sb, err = e.Create(ctx, spec); err != nil {
+	if sb, err = o.createSandbox(ctx, e, spec); err != nil {
 		sb = nil
 		return stopped("creating the sub-agent's sandbox: %v", err)
 	}

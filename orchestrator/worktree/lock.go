@@ -27,6 +27,17 @@ func (r *Repo) Lock(ctx context.Context, lockDir string) (unlock func(), err err
 // LockFile takes an exclusive flock on path (created if needed), waiting
 // until it is free or ctx ends.
 func LockFile(ctx context.Context, path string) (unlock func(), err error) {
+	return lockFile(ctx, path, syscall.LOCK_EX)
+}
+
+// LockFileShared takes a shared flock on path (created if needed): any
+// number of holders at once, none while LockFile holds it. It waits until
+// it can or ctx ends.
+func LockFileShared(ctx context.Context, path string) (unlock func(), err error) {
+	return lockFile(ctx, path, syscall.LOCK_SH)
+}
+
+func lockFile(ctx context.Context, path string, how int) (unlock func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("lock directory: %w", err)
 	}
@@ -36,7 +47,7 @@ func LockFile(ctx context.Context, path string) (unlock func(), err error) {
 	}
 	delay := 5 * time.Millisecond
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
 		if err == nil {
 			return func() {
 				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)

@@ -9,7 +9,7 @@ import (
 )
 
 // unsafeEnv names the host-side defences to switch off, comma-separated
-// ("no-freeze", "follow-symlinks"). It exists for the security tests'
+// ("no-freeze", "follow-symlinks", "no-freeze-lock"). It exists for the security tests'
 // control runs, which must show that an attack succeeds without the
 // defence; it is deliberately not a configuration key, and using it says
 // so loudly.
@@ -23,6 +23,8 @@ func unsafeFromEnv(f *Factory) orchestrator.UnsafeOptions {
 			u.NoFreeze = true
 		case "follow-symlinks":
 			u.FollowSymlinks = true
+		case "no-freeze-lock":
+			u.NoFreezeLock = true
 		}
 	}
 	if u.Any() && f.IO != nil {
