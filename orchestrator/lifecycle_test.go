@@ -270,3 +270,178 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+// TestLocalTaskSquash: squash takes the task's work into the base branch
+// as one new commit (not the task's own), and the task's branch and
+// worktree are gone.
+func TestLocalTaskSquash(t *testing.T) {
+	start := time.Now()
+	f := newLocalFixture(t, writeGreetScript)
+	ctx := context.Background()
+	task := f.run(t)
+	out, err := f.o.Decide(ctx, task, Squash, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.State != string(store.Merged) {
+		t.Fatalf("squash: state %s", out.State)
+	}
+	if got := testGit(t, f.repo, "show", "main:greet.txt"); got != "hello" {
+		t.Errorf("main:greet.txt = %q", got)
+	}
+	if parents := strings.Fields(testGit(t, f.repo, "log", "-1", "--format=%P", "main")); len(parents) != 1 || slices.Contains(task.Commits, testGit(t, f.repo, "rev-parse", "main")) {
+		t.Errorf("main's tip is not one new commit: parents %v, task commits %v", parents, task.Commits)
+	}
+	if b := testGit(t, f.repo, "branch", "--list", task.Branch); b != "" {
+		t.Errorf("branch %s left after squash", b)
+	}
+	if _, err := os.Stat(task.Worktree); err == nil {
+		t.Error("worktree left after squash")
+	}
+	t.Logf("squash: %v", time.Since(start))
+}
+
+// TestLocalSubAgentConflictKept: two sub-agents write the same new file
+// differently; the first one's work is applied to the parent, the second
+// cannot be, and its branch is kept (recorded as kept) with its work on it.
+func TestLocalSubAgentConflictKept(t *testing.T) {
+	f := newLocalFixture(t, `model: subconflict
+slots: 1
+turns:
+  - tool_calls:
+      - name: spawn_agents
+        arguments:
+          tasks:
+            - {name: alpha, prompt: "Write x.txt saying a."}
+            - {name: beta, prompt: "Write x.txt saying b."}
+  - expect: {last_contains: "saying a"}
+    tool_calls:
+      - {name: write_file, arguments: {path: x.txt, content: "a\n"}}
+  - expect: {last_role: tool}
+    text: "Wrote a."
+  - expect: {last_contains: "saying b"}
+    tool_calls:
+      - {name: write_file, arguments: {path: x.txt, content: "b\n"}}
+  - expect: {last_role: tool}
+    text: "Wrote b."
+  - expect: {last_role: tool}
+    text: "One sub-agent's work conflicted."
+`)
+	f.o.opts.SubAgents = true
+	task := f.run(t)
+	if got := testGit(t, f.repo, "show", task.Branch+":x.txt"); got != "a" {
+		t.Fatalf("task branch x.txt = %q, want alpha's", got)
+	}
+	states := map[string]store.SubAgent{}
+	for _, sa := range task.SubAgents {
+		states[sa.Name] = sa
+	}
+	if states["alpha"].State != store.SubDone || states["beta"].State != store.SubKept {
+		t.Fatalf("sub-agents: %+v", task.SubAgents)
+	}
+	if got := testGit(t, f.repo, "show", states["beta"].Branch+":x.txt"); got != "b" {
+		t.Errorf("beta's kept branch holds %q, want its work", got)
+	}
+	subs, err := f.o.SubBranchesWithWork(context.Background(), task)
+	if err != nil || len(subs) != 1 {
+		t.Errorf("the review's sub-agent branches: %+v, %v", subs, err)
+	}
+}
+
+// TestLocalGCCleanup: what gc removes and what it keeps, beyond sandboxes
+// (TestLocalGCDecisions): a task whose process died is marked interrupted;
+// a discarded task's clean worktree whose removal was cut short goes; a
+// merged task's branch left by a cut-short cleanup goes when it still
+// points where the merge took it from; a kept task's worktree and branch
+// stay; a worktree with no record and an open shell's sandbox are left
+// alone with a reason; an old empty id reservation goes.
+func TestLocalGCCleanup(t *testing.T) {
+	f := newLocalFixture(t, writeGreetScript)
+	ctx := context.Background()
+	kept, discarded, merged := f.run(t), f.run(t), f.run(t)
+	if _, err := f.o.Decide(ctx, kept, Keep, false); err != nil {
+		t.Fatal(err)
+	}
+	// A discard stopped after it was recorded, before the worktree went.
+	discarded.State, discarded.Decision = store.Discarded, string(Discard)
+	if err := f.o.store.Save(discarded); err != nil {
+		t.Fatal(err)
+	}
+	// A merge whose cleanup stopped before the branch was deleted.
+	if _, err := f.o.Decide(ctx, merged, Merge, false); err != nil {
+		t.Fatal(err)
+	}
+	merged, _ = f.o.store.Load(merged.ID)
+	testGit(t, f.repo, "branch", merged.Branch, merged.MergedTip)
+	// A task whose process died while it ran.
+	deadID, err := f.o.store.NewID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := &store.Task{ID: deadID, State: store.Running, PID: 1, Worktree: filepath.Join(f.o.opts.StateDir, "worktrees", deadID)}
+	if err := f.o.store.Save(dead); err != nil {
+		t.Fatal(err)
+	}
+	// An id reserved by a process that died before writing the record.
+	resID, err := f.o.store.NewID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(filepath.Join(f.o.store.Dir(), resID+".json"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	// A worktree directory with no record.
+	orphan := filepath.Join(f.o.opts.StateDir, "worktrees", "orphan")
+	if err := os.MkdirAll(orphan, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// An `agent shell` open on the kept task.
+	shell, err := f.local.Create(ctx, sandbox.Spec{Workspace: kept.Worktree, Task: kept.ID, StateID: f.o.stateID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, err := f.o.store.Use(kept.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+
+	start := time.Now()
+	rep, err := f.o.GC(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("gc: %v", time.Since(start))
+	kept2 := strings.Join(rep.Kept, "\n")
+	if !slices.Equal(rep.Interrupted, []string{deadID}) {
+		t.Errorf("interrupted: %v, want %s", rep.Interrupted, deadID)
+	}
+	if cur, _ := f.o.store.Load(deadID); cur == nil || cur.State != store.Interrupted {
+		t.Errorf("the dead task's record: %+v", cur)
+	}
+	if !slices.Equal(rep.RemovedWorktrees, []string{discarded.Worktree}) {
+		t.Errorf("removed worktrees %v, want only the discarded task's %s", rep.RemovedWorktrees, discarded.Worktree)
+	}
+	if _, err := os.Stat(discarded.Worktree); err == nil {
+		t.Error("the discarded task's worktree is still there")
+	}
+	if !slices.Equal(rep.RemovedBranches, []string{merged.Branch}) || testGit(t, f.repo, "branch", "--list", merged.Branch) != "" {
+		t.Errorf("removed branches %v, want the merged task's %s", rep.RemovedBranches, merged.Branch)
+	}
+	if _, err := os.Stat(kept.Worktree); err != nil || testGit(t, f.repo, "branch", "--list", kept.Branch) == "" {
+		t.Errorf("the kept task lost its worktree (%v) or branch", err)
+	}
+	if testGit(t, f.repo, "branch", "--list", discarded.Branch) == "" {
+		t.Error("gc deleted a discarded task's branch (gc never deletes unmerged work)")
+	}
+	if !slices.Equal(rep.RemovedRecords, []string{resID}) {
+		t.Errorf("removed records %v, want the reservation %s", rep.RemovedRecords, resID)
+	}
+	if _, err := os.Stat(orphan); err != nil || !strings.Contains(kept2, orphan+" has no task record") {
+		t.Errorf("the worktree with no record: %v; kept: %s", err, kept2)
+	}
+	if _, err := f.local.Get(ctx, shell.ID); err != nil || len(rep.RemovedContainers) != 0 || !strings.Contains(kept2, "`agent shell "+kept.ID+"` is open") {
+		t.Errorf("the open shell's sandbox: %v, removed %v; kept: %s", err, rep.RemovedContainers, kept2)
+	}
+}
