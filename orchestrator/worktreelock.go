@@ -36,7 +36,8 @@ func (o *Orchestrator) worktreeLockPath(dir string) string {
 // createSandbox creates a sandbox over spec.Workspace holding the
 // worktree's lock shared: it waits while a host step on the worktree has
 // its sandboxes frozen, and a freeze that starts meanwhile waits for the
-// new sandbox to be running, so that it is listed and frozen too.
+// new sandbox to be running, so that it is listed and frozen too. A host
+// step on the same worktree must never call it (it would wait for itself).
 func (o *Orchestrator) createSandbox(ctx context.Context, e sandbox.Backend, spec sandbox.Spec) (*sandbox.Sandbox, error) {
 	if o.opts.Unsafe.NoFreezeLock || spec.Workspace == "" {
 		return e.Create(ctx, spec)
