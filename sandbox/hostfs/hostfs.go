@@ -135,6 +135,7 @@ var (
 
 // walker is one bounded walk.
 type walker struct {
+	root    string
 	entries int
 	fn      func(dirfd int, name, rel string, isDir bool) error
 }
@@ -145,7 +146,7 @@ type walker struct {
 // root; an error from fn ends the walk. It stops with ErrTooManyEntries or
 // ErrTooDeep past the bounds.
 func walkFD(fd int, path string, fn func(dirfd int, name, rel string, isDir bool) error) error {
-	w := &walker{fn: fn}
+	w := &walker{root: path, fn: fn}
 	return w.dir(fd, path, "", 0)
 }
 
@@ -153,13 +154,13 @@ func (w *walker) dir(fd int, path, rel string, depth int) error {
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	if depth > depthBound {
-		return fmt.Errorf("%s: %w", path, ErrTooDeep)
+		return fmt.Errorf("%s: %w (more than %d levels)", w.root, ErrTooDeep, depthBound)
 	}
 	for {
 		ents, err := f.ReadDir(1024)
 		for _, e := range ents {
 			if w.entries++; w.entries > MaxTreeEntries {
-				return ErrTooManyEntries
+				return fmt.Errorf("%s: %w (more than %d)", w.root, ErrTooManyEntries, MaxTreeEntries)
 			}
 			isDir := e.IsDir() // from d_type: a symlink is never IsDir
 			erel := e.Name()
