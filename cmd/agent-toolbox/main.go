@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
+	"time"
 
 	"github.com/localagent/agent/sandbox/toolbox"
 )
@@ -21,11 +22,17 @@ modes:
   serve   a session: newline-delimited JSON requests on stdin, responses on stdout
   call    one JSON request on stdin, one response on stdout
   forward relay TCP connections on a loopback address to the egress proxy's socket
+  freeze  stop every other process of the sandbox and wait until all are stopped
+          (for engines without a cgroup freezer; refuses to run outside a sandbox)
+  thaw    continue every process of the sandbox
 
 flags (idle, forward):
   -egress-listen ADDR   loopback address to accept proxy connections on (e.g. 127.0.0.1:3128)
   -egress-socket PATH   the host-side egress proxy's unix socket (e.g. /.agent/egress/proxy.sock)
   (idle forwards only when both are given; forward requires both)
+
+flags (freeze):
+  -timeout D      give up, continuing everything again, after D (default 10s)
 
 flags (serve, call):
   -root DIR       workspace directory (default /workspace)
@@ -140,7 +147,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	mode, rest := args[0], args[1:]
 	switch mode {
-	case "idle", "forward", "serve", "call":
+	case "idle", "forward", "serve", "call", "freeze", "thaw":
 		// Before anything else: the commands this process runs, and any
 		// other process of the sandbox, share its uid and must not be able
 		// to attach to it or open its /proc entries.
@@ -152,6 +159,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch mode {
 	case "idle", "forward":
 		return idle(mode, rest, stderr)
+	case "freeze", "thaw":
+		return freeze(mode, rest, stderr)
 	case "serve", "call":
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
@@ -221,4 +230,30 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "agent-toolbox %s: %v\n", mode, err)
 		return 1
 	}
+}
+
+// freeze stops (or, as thaw, continues) every process of the sandbox but
+// its init and itself: the freeze of an engine without a cgroup freezer.
+func freeze(mode string, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("agent-toolbox "+mode, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long, continuing everything again")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "agent-toolbox %s: unexpected arguments %q\n", mode, fs.Args())
+		return 2
+	}
+	var err error
+	if mode == "freeze" {
+		err = toolbox.FreezeAll(*timeout)
+	} else {
+		err = toolbox.ThawAll()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "agent-toolbox %s: %v\n", mode, err)
+		return 1
+	}
+	return 0
 }
