@@ -52,7 +52,8 @@ type Driver interface {
 	// when it is stopped or frozen.
 	CheckRunning(ctx context.Context, id string) error
 	// Freeze stops every process of sandbox id from running (the cgroup
-	// freezer) until Thaw; one gone or stopped is not an error.
+	// freezer, or signals from inside where the engine has none) until
+	// Thaw; one gone or stopped is not an error.
 	Freeze(ctx context.Context, id string) error
 	// Thaw lets a frozen sandbox run again; one not frozen is not an error.
 	Thaw(ctx context.Context, id string) error

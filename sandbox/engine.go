@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
@@ -66,8 +67,21 @@ type Engine struct {
 	// whose create request differs in places (see podmanHostConfig).
 	Podman bool
 	// Rootless is set when the engine runs in a user namespace
-	// (security option "name=rootless").
+	// (security option "name=rootless", or Podman's own info).
 	Rootless bool
+	// CgroupVersion is "1" or "2" as the engine reports it.
+	CgroupVersion string
+	// NoCgroupLimits is set when the engine cannot give a container a
+	// cgroup of its own (rootless Podman on cgroup v1, or without
+	// delegated controllers): it accepts memory, pids and CPU limits and
+	// silently ignores them. Create then sets the rlimits that can stand
+	// in (see rlimitFallback) and says what is not enforced in
+	// Sandbox.Notice.
+	NoCgroupLimits bool
+	// SignalFreeze is set when sandboxes are frozen by stopping their
+	// processes with signals from inside (see signalfreeze.go) instead of
+	// the cgroup freezer, which such an engine does not have.
+	SignalFreeze bool
 
 	closer func() error // set when Connect opened the client
 
@@ -81,6 +95,10 @@ type Engine struct {
 
 	// gate bounds the containers being created at once (throttle.go).
 	gate engineGate
+
+	// signalFallback is set once the engine's pause failed for want of
+	// a freezer, when SignalFreeze could not be told up front.
+	signalFallback atomic.Bool
 }
 
 // maxFrame is the largest response frame a session accepts.
@@ -152,6 +170,21 @@ func newEngine(ctx context.Context, api engine, host string) (*Engine, error) {
 				e.Podman = true
 			}
 		}
+	}
+	e.CgroupVersion = info.CgroupVersion
+	if e.Podman {
+		// Podman's Docker-compatible info reports neither rootless mode nor
+		// missing controllers (it claims memory and pids limits that a
+		// rootless cgroup v1 container never gets); its own info does.
+		if h, err := podmanHostInfo(ctx, api); err == nil {
+			e.applyPodmanHost(h)
+		}
+	}
+	switch os.Getenv(FreezeEnv) {
+	case "signal":
+		e.SignalFreeze = true
+	case "cgroup":
+		e.SignalFreeze = false
 	}
 	e.DefaultRuntime = info.DefaultRuntime
 	for name := range info.Runtimes {

@@ -101,6 +101,13 @@ func (s *Sandbox) isGone(err error) bool {
 
 // Exec implements Driver: create -> attach -> copy -> inspect.
 func (e *Engine) Exec(ctx context.Context, id string, opts ExecOptions) (int, error) {
+	if err := e.refuseIfFrozen(id); err != nil {
+		return -1, err
+	}
+	return e.exec(ctx, id, opts)
+}
+
+func (e *Engine) exec(ctx context.Context, id string, opts ExecOptions) (int, error) {
 	created, err := e.api.ContainerExecCreate(ctx, id, container.ExecOptions{
 		User:         opts.User,
 		Tty:          opts.TTY,

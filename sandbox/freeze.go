@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -47,6 +48,9 @@ func (s *Sandbox) Thaw(ctx context.Context) error { return s.drv.Thaw(ctx, s.ID)
 
 // Freeze freezes the container id (see Sandbox.Freeze).
 func (e *Engine) Freeze(ctx context.Context, id string) error {
+	if e.useSignalFreeze() {
+		return e.signalFreeze(ctx, id)
+	}
 	f, ok := e.api.(freezer)
 	if !ok {
 		return ErrCannotFreeze
@@ -57,6 +61,12 @@ func (e *Engine) Freeze(ctx context.Context, id string) error {
 		err := f.ContainerPause(ctx, id)
 		if err == nil || cerrdefs.IsNotFound(err) {
 			break
+		}
+		if noFreezer(err) {
+			// Found out only now (an engine whose info did not tell):
+			// stop the processes from inside instead, from now on.
+			e.signalFallback.Store(true)
+			return e.signalFreeze(ctx, id)
 		}
 		if !cerrdefs.IsConflict(err) {
 			// runc gives up ("unable to freeze") when the cgroup stays
@@ -142,6 +152,9 @@ func (e *Engine) waitFrozen(ctx context.Context, id string) error {
 
 // Thaw resumes the container id.
 func (e *Engine) Thaw(ctx context.Context, id string) error {
+	if e.useSignalFreeze() {
+		return e.signalThaw(ctx, id)
+	}
 	f, ok := e.api.(freezer)
 	if !ok {
 		return ErrCannotFreeze
@@ -159,6 +172,15 @@ func (e *Engine) Thaw(ctx context.Context, id string) error {
 	// the sandbox the moment it is thawed, and a Freeze that finds the
 	// record lagging waits for it.
 	return nil
+}
+
+// noFreezer recognises an engine's answer that it has no freezer for the
+// container, e.g. Podman 4's "can not pause containers on rootless
+// containers with cgroup V1: this container does not have a cgroup".
+func noFreezer(err error) bool {
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "does not have a cgroup") ||
+		(strings.Contains(msg, "pause") && strings.Contains(msg, "rootless"))
 }
 
 // freezeAttempts is how often Freeze asks the engine to pause a sandbox

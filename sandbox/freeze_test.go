@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,21 @@ import (
 // Control: over the same interval without a freeze the file grows.
 func TestFreezeStopsEveryProcess(t *testing.T) {
 	e := sandboxtest.RequireDocker(t)
+	t.Logf("signal freeze: %v (engine %s, rootless %v, cgroup v%s)", e.SignalFreeze, e.ServerVersion, e.Rootless, e.CgroupVersion)
+	freezeStopsEveryProcess(t, e)
+}
+
+// TestSignalFreezeStopsEveryProcess is the same with the freeze an engine
+// without a cgroup freezer uses (rootless Podman on cgroup v1): the
+// toolbox stops every process of the sandbox with SIGSTOP from inside.
+// Forced here so that it is tested under Docker too.
+func TestSignalFreezeStopsEveryProcess(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	sandbox.UseSignalFreeze(e)
+	freezeStopsEveryProcess(t, e)
+}
+
+func freezeStopsEveryProcess(t *testing.T, e *sandbox.Engine) {
 	sb := sandboxtest.New(t, e, sandbox.Spec{})
 	ctx := t.Context()
 	if _, err := sb.Tool(ctx, toolbox.OpPing, nil); err != nil {
@@ -64,6 +80,11 @@ func TestFreezeStopsEveryProcess(t *testing.T) {
 		t.Fatalf("a second freeze returned while the first held the sandbox: %v", err)
 	default:
 	}
+	// Nothing new starts in a frozen sandbox: the engine refuses to exec
+	// into a paused container, and the signal freeze refuses the same way.
+	if _, err := sb.Run(ctx, "true"); !errors.Is(err, sandbox.ErrNotRunning) {
+		t.Fatalf("exec into a frozen sandbox: %v, want ErrNotRunning", err)
+	}
 	if err := sb.Thaw(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +117,61 @@ func TestFreezeStopsEveryProcess(t *testing.T) {
 	}
 	if err := e.Freeze(ctx, sb.ID); err != nil {
 		t.Fatalf("freezing a removed sandbox: %v", err)
+	}
+}
+
+// The signal freeze against processes that keep forking: a shell loop
+// whose every write is a new process, several of them, plus a
+// multi-threaded writer (busybox's sh runs each pipeline stage as its own
+// process). While frozen, no byte is added; thawed, they write again.
+// Control: the same writers, without the freeze, keep writing over the
+// same interval.
+func TestSignalFreezeStopsForkingWriters(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	sandbox.UseSignalFreeze(e)
+	sb := sandboxtest.New(t, e, sandbox.Spec{})
+	ctx := t.Context()
+	// Started outside any tool call (docker exec -d), so that no sweep of
+	// a finished call ends them.
+	for i := 0; i < 4; i++ {
+		out, err := exec.Command("docker", "exec", "-d", "-u", sb.User, sb.ID, "sh", "-c",
+			`while :; do sh -c "echo x >> /workspace/forks"; done`).CombinedOutput()
+		if err != nil {
+			t.Fatalf("docker exec: %v\n%s", err, out)
+		}
+	}
+	size := func() int64 {
+		st, err := os.Stat(filepath.Join(sb.Workspace, "forks"))
+		if err != nil {
+			return 0
+		}
+		return st.Size()
+	}
+	grows := func() bool {
+		a := size()
+		time.Sleep(300 * time.Millisecond)
+		return size() > a
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for size() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !grows() {
+		t.Fatal("control failed: the writers do not write while the sandbox runs")
+	}
+	for i := 0; i < 5; i++ {
+		if err := sb.Freeze(ctx); err != nil {
+			t.Fatalf("freeze %d: %v", i, err)
+		}
+		if grows() {
+			t.Fatalf("freeze %d: a forking writer wrote while the sandbox was frozen", i)
+		}
+		if err := sb.Thaw(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !grows() {
+			t.Fatalf("thaw %d: the writers did not resume", i)
+		}
 	}
 }
 

@@ -88,7 +88,12 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		return nil, err
 	}
 	if e.Podman {
-		podmanHostConfig(hc, e.Rootless)
+		if err := podmanHostConfig(hc, e.Rootless); err != nil {
+			return nil, err
+		}
+	}
+	if e.NoCgroupLimits {
+		notice = joinNotice(notice, rlimitFallback(hc, s.Limits))
 	}
 	name := s.Name
 	if name == "" {
@@ -224,6 +229,9 @@ func (e *Engine) Get(ctx context.Context, ref string) (*Sandbox, error) {
 func (e *Engine) Remove(ctx context.Context, id string) error {
 	err := e.api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err == nil || cerrdefs.IsNotFound(err) {
+		if e.useSignalFreeze() {
+			forgetFreeze(id)
+		}
 		return nil
 	}
 	if cerrdefs.IsConflict(err) {
@@ -273,5 +281,5 @@ func (e *Engine) CheckRunning(ctx context.Context, id string) error {
 		}
 		return notRunning(id, string(st.Status), st.ExitCode, st.OOMKilled)
 	}
-	return nil
+	return e.refuseIfFrozen(id)
 }

@@ -99,6 +99,9 @@ func lenientFrames(d Driver) bool {
 // OpenStream implements Driver: one exec with its streams attached, its
 // output demultiplexed into Stdout and errOut.
 func (e *Engine) OpenStream(ctx context.Context, id, user string, cmd []string, errOut io.Writer) (Stream, error) {
+	if err := e.refuseIfFrozen(id); err != nil {
+		return nil, err
+	}
 	created, err := e.api.ContainerExecCreate(ctx, id, container.ExecOptions{
 		User:         user,
 		AttachStdin:  true,

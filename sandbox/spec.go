@@ -251,34 +251,6 @@ func ChooseUser(callerUID, callerGID, ownerUID, ownerGID int) UserChoice {
 	}
 }
 
-// podmanHostConfig adapts a create request to Podman's Docker-compatible
-// API: Podman 4.3 rejects tmpfs "uid="/"gid=" options, and its "U" option
-// gives the mount to the container's user instead.
-//
-// Rootless, the engine's user namespace maps container uid N to a
-// subordinate id, so a workspace owned by the caller would be read-only to
-// the sandbox user; "keep-id" maps the caller's uid to itself.
-func podmanHostConfig(hc *container.HostConfig, rootless bool) {
-	if rootless && hc.UsernsMode == "" {
-		hc.UsernsMode = "keep-id"
-	}
-	for target, opts := range hc.Tmpfs {
-		var kept []string
-		owned := false
-		for _, o := range strings.Split(opts, ",") {
-			if strings.HasPrefix(o, "uid=") || strings.HasPrefix(o, "gid=") {
-				owned = true
-				continue
-			}
-			kept = append(kept, o)
-		}
-		if owned {
-			kept = append(kept, "U")
-		}
-		hc.Tmpfs[target] = strings.Join(kept, ",")
-	}
-}
-
 // SandboxLabels are the labels every backend puts on a sandbox made from s
 // running as user: s.Labels, then the project's own keys, which s.Labels
 // cannot override (List, Get and gc find sandboxes by them).
