@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/localagent/agent/policy"
+	"github.com/localagent/agent/sandbox/toolbox"
 )
 
 // podmanHost is the part of Podman's own info (GET /libpod/info) that its
@@ -177,21 +178,23 @@ func seccompFile(profile []byte) (string, error) {
 
 // rlimitFallback stands in, as far as rlimits can, for the cgroup limits
 // an engine with NoCgroupLimits ignores, and returns what the user must be
-// told. RLIMIT_NPROC counts processes and threads per uid *per user
-// namespace*: rootless Podman gives each keep-id container a namespace of
-// its own, so the cap is per sandbox, like the pids cgroup (under Docker,
-// with no user namespace, it would count the user's processes across every
-// container and the host, which is why it is not used there). RLIMIT_DATA
-// bounds each process's heap and private writable mappings, not their sum.
-// Nothing bounds CPU time share.
-func rlimitFallback(hc *container.HostConfig, l policy.Limits) string {
-	hc.Ulimits = append(hc.Ulimits,
-		&container.Ulimit{Name: "nproc", Soft: l.Pids, Hard: l.Pids},
-		&container.Ulimit{Name: "data", Soft: l.MemoryBytes, Hard: l.MemoryBytes},
-	)
-	return fmt.Sprintf("the container engine cannot apply cgroup limits (%s): the sandbox's total memory (%s) and CPU (%g) are NOT limited; "+
-		"processes are capped at %d (RLIMIT_NPROC) and each process's data at %s (RLIMIT_DATA); see docs/engines.md",
-		NoCgroupLimitsReason, formatBytes(l.MemoryBytes), float64(l.NanoCPUs)/1e9, l.Pids, formatBytes(l.MemoryBytes))
+// told. Podman's Docker-compatible API drops HostConfig.Ulimits, so the
+// toolbox sets the limit on itself (toolbox.RlimitsEnv) and every command
+// it runs inherits it; a process started by a bare exec (agent sandbox
+// exec, a shell) does not. RLIMIT_NPROC counts processes and threads per
+// uid *per user namespace*: rootless Podman gives each keep-id container a
+// namespace of its own, so the cap is per sandbox, like the pids cgroup
+// (under Docker, with no user namespace, it would count the user's
+// processes across every container and the host, which is why it is not
+// used there). Memory has no rlimit that stands in: RLIMIT_DATA and
+// RLIMIT_AS bound one process, not the sandbox, and break Go programs (the
+// toolbox among them), whose runtime maps large regions up front. Nothing
+// bounds the CPU share.
+func rlimitFallback(cfg *container.Config, l policy.Limits) string {
+	cfg.Env = append(cfg.Env, fmt.Sprintf("%s=nproc:%d", toolbox.RlimitsEnv, l.Pids))
+	return fmt.Sprintf("the container engine cannot apply cgroup limits (%s): the sandbox's memory (%s) and CPU (%g) are NOT limited; "+
+		"the agent's commands are capped at %d processes (RLIMIT_NPROC); see docs/engines.md",
+		NoCgroupLimitsReason, formatBytes(l.MemoryBytes), float64(l.NanoCPUs)/1e9, l.Pids)
 }
 
 // NoCgroupLimitsReason names the usual cause of Engine.NoCgroupLimits.

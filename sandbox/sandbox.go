@@ -93,7 +93,7 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		}
 	}
 	if e.NoCgroupLimits {
-		notice = joinNotice(notice, rlimitFallback(hc, s.Limits))
+		notice = joinNotice(notice, rlimitFallback(cfg, s.Limits))
 	}
 	name := s.Name
 	if name == "" {

@@ -155,6 +155,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "agent-toolbox %s: %v\n", mode, err)
 			return 1
 		}
+		// Limits the engine could not apply (no cgroup of its own), set
+		// here so that every command the toolbox runs inherits them.
+		if err := toolbox.ApplyRlimits(os.Getenv(toolbox.RlimitsEnv)); err != nil {
+			fmt.Fprintf(stderr, "agent-toolbox %s: %v\n", mode, err)
+			return 1
+		}
 	}
 	switch mode {
 	case "idle", "forward":
