@@ -94,19 +94,40 @@ func TestHardeningFromInspect(t *testing.T) {
 		t.Fatal(err)
 	}
 	hc := ins.HostConfig
-	if !slices.Equal(hc.CapDrop, []string{"ALL"}) || len(hc.CapAdd) != 0 || hc.Privileged {
+	// Docker reports the request ("ALL"); Podman the capabilities it
+	// dropped, which must then be every one of the default set (what
+	// remains effective is checked from inside: CapEff 0).
+	if !slices.Equal(hc.CapDrop, []string{"ALL"}) && !(e.Podman && droppedDefaults(hc.CapDrop)) || len(hc.CapAdd) != 0 || hc.Privileged {
 		t.Errorf("caps drop %v add %v privileged %v", hc.CapDrop, hc.CapAdd, hc.Privileged)
 	}
-	if !slices.Contains(hc.SecurityOpt, "no-new-privileges:true") || slices.ContainsFunc(hc.SecurityOpt, func(s string) bool { return strings.Contains(s, "unconfined") }) {
+	// Podman spells the option without ":true" and reports the profile
+	// file it was given.
+	nnp := slices.Contains(hc.SecurityOpt, "no-new-privileges:true") || e.Podman && slices.Contains(hc.SecurityOpt, "no-new-privileges")
+	if !nnp || slices.ContainsFunc(hc.SecurityOpt, func(s string) bool { return strings.Contains(s, "unconfined") }) {
 		t.Errorf("security options %v", hc.SecurityOpt)
 	}
-	if !hc.ReadonlyRootfs || hc.NetworkMode != "none" || hc.Init == nil || *hc.Init {
+	// Init false; Podman reports an init it does not add as absent.
+	if !hc.ReadonlyRootfs || hc.NetworkMode != "none" || (hc.Init == nil && !e.Podman) || (hc.Init != nil && *hc.Init) {
 		t.Errorf("readonly %v network %q init %v", hc.ReadonlyRootfs, hc.NetworkMode, hc.Init)
 	}
 	if hc.PidMode.IsHost() || hc.IpcMode.IsHost() || hc.UTSMode.IsHost() || hc.UsernsMode.IsHost() || hc.CgroupnsMode.IsHost() {
 		t.Errorf("host namespace: pid %q ipc %q uts %q userns %q cgroupns %q", hc.PidMode, hc.IpcMode, hc.UTSMode, hc.UsernsMode, hc.CgroupnsMode)
 	}
-	if hc.Memory != limits.MemoryBytes || hc.MemorySwap != limits.MemoryBytes || hc.NanoCPUs != limits.NanoCPUs || hc.PidsLimit == nil || *hc.PidsLimit != limits.Pids {
+	if e.NoCgroupLimits {
+		// No cgroup of its own: the engine drops the limits (and says so
+		// by reporting none); the toolbox's commands run under the
+		// rlimits standing in.
+		r := sh(t, sb, "ulimit -u")
+		want := fmt.Sprintf("%d\n", limits.Pids)
+		if r.Output != want {
+			t.Errorf("no cgroup limits, and the rlimits standing in are %q, want %q", r.Output, want)
+		}
+		if !strings.Contains(sb.Notice, "NOT limited") {
+			t.Errorf("sandbox notice does not say what is not limited: %q", sb.Notice)
+		}
+		t.Logf("NOT enforced on this engine (%s): memory %d, CPU %d; enforced for the toolbox's commands: RLIMIT_NPROC %d",
+			sandbox.NoCgroupLimitsReason, limits.MemoryBytes, limits.NanoCPUs, limits.Pids)
+	} else if hc.Memory != limits.MemoryBytes || hc.MemorySwap != limits.MemoryBytes || hc.NanoCPUs != limits.NanoCPUs || hc.PidsLimit == nil || *hc.PidsLimit != limits.Pids {
 		t.Errorf("limits memory %d swap %d cpus %d pids %v", hc.Memory, hc.MemorySwap, hc.NanoCPUs, hc.PidsLimit)
 	}
 	if ins.Config.User == "" || strings.HasPrefix(ins.Config.User, "0") {
@@ -137,6 +158,18 @@ func TestHardeningFromInspect(t *testing.T) {
 			t.Errorf("label %s=%q, want %q", k, ins.Config.Labels[k], v)
 		}
 	}
+}
+
+// droppedDefaults reports whether caps names every capability of the
+// engines' default set (Docker's and Podman's: the 14 below).
+func droppedDefaults(caps []string) bool {
+	for _, c := range []string{"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+		"NET_BIND_SERVICE", "NET_RAW", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"} {
+		if !slices.Contains(caps, c) && !slices.Contains(caps, "CAP_"+c) {
+			return false
+		}
+	}
+	return true
 }
 
 // A profile given in Spec.Seccomp replaces the engine default and is
