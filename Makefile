@@ -6,7 +6,7 @@ LDFLAGS   := -s -w -X github.com/localagent/agent/cmd/agent/cli.Version=$(VERSIO
 GOTEST    ?= $(GO) test
 TESTFLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: all deps build images test test-short test-env test-soak bench lint demo demo-python clean
+.PHONY: all deps build images test test-short test-env test-soak test-podman bench lint demo demo-python clean
 
 all: build
 
@@ -39,6 +39,13 @@ test-env: images
 # leave nothing behind and not grow (about two minutes).
 test-soak: images
 	AGENT_SOAK=1 $(GOTEST) $(TESTFLAGS) -run 'TestSoak' -v ./tests/
+
+# The sandbox suite (hardening, inspect, freeze, sessions, egress, resource
+# faults) against rootless Podman as an unprivileged user, through its
+# Docker-compatible socket (about two minutes). Needs root: it creates the
+# user `agentci` (AGENT_CI_USER) with subordinate id ranges.
+test-podman: images
+	sh scripts/podman-rootless-tests.sh
 
 # Unit tests only: no Docker engine needed.
 test-short:

@@ -10,8 +10,10 @@ set -euo pipefail
 # debootstrap + busybox-static build the images offline (from Debian's
 # archive or a local mirror); git and make run the tests; ca-certificates
 # lets debootstrap verify an https mirror; tmux drives the interactive
-# chat test in a real pseudo-terminal.
-packages=(debootstrap busybox-static ca-certificates git make tmux)
+# chat test in a real pseudo-terminal; podman, uidmap (newuidmap for its
+# user namespace), catatonit, slirp4netns and runc run the sandbox suite
+# against rootless Podman (make test-podman).
+packages=(debootstrap busybox-static ca-certificates git make tmux podman uidmap catatonit slirp4netns runc)
 
 # dpkg-query answers for the exact package; `command -v` would miss
 # busybox-static behind a dynamic busybox.

@@ -20,6 +20,7 @@ RUN=${1:-'TestHardening|TestCustomSeccomp|Freeze|TestConcurrentToolCalls|TestToo
 CIUSER=${AGENT_CI_USER:-agentci}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
+[ "$(id -u)" = 0 ] || { echo "run as root: it creates the unprivileged user $CIUSER the suite runs as" >&2; exit 2; }
 for p in podman newuidmap catatonit slirp4netns runc; do
 	command -v "$p" >/dev/null || { echo "missing $p: apt-get install podman uidmap catatonit slirp4netns runc" >&2; exit 2; }
 done
