@@ -311,11 +311,33 @@ func (d *doctor) engine(ctx context.Context) bool {
 	if !info.CPUCfsQuota {
 		missing = append(missing, "cpu quota")
 	}
-	if len(missing) > 0 {
+	// Podman's Docker-compatible info claims limits that a rootless
+	// container without a delegated cgroup never gets; the sandbox
+	// package asks Podman's own info.
+	eng, engErr := sandbox.New(pctx, d.docker)
+	if engErr == nil && eng.Podman {
+		for i := range d.checks {
+			if d.checks[i].Name == "engine" {
+				kind := "Podman"
+				if eng.Rootless {
+					kind = "rootless Podman"
+				}
+				d.checks[i].Detail = kind + strings.TrimPrefix(d.checks[i].Detail, "Docker")
+			}
+		}
+	}
+	switch {
+	case engErr == nil && eng.NoCgroupLimits:
+		d.add("cgroups", VerdictWarn, fmt.Sprintf("%s; %s: sandboxes get NO memory or CPU limit, only a process cap (RLIMIT_NPROC)", cg, sandbox.NoCgroupLimitsReason),
+			"use cgroup v2 with systemd delegating memory, pids and cpu to your user (docs/engines.md), or rootful Docker")
+	case len(missing) > 0:
 		d.add("cgroups", VerdictWarn, cg+"; no "+strings.Join(missing, ", ")+" limit support: sandbox limits will not apply",
 			"enable the missing cgroup controllers (kernel command line, e.g. cgroup_enable=memory) and restart")
-	} else {
+	default:
 		d.add("cgroups", VerdictOK, cg+" with memory, pids and cpu limits", "")
+	}
+	if engErr == nil && eng.SignalFreeze {
+		d.add("freeze", VerdictOK, "the engine cannot pause a container: sandboxes are frozen for host git steps by stopping their processes with signals from inside (docs/engines.md says what differs)", "")
 	}
 	return true
 }
