@@ -99,6 +99,9 @@ type Engine struct {
 	// signalFallback is set once the engine's pause failed for want of
 	// a freezer, when SignalFreeze could not be told up front.
 	signalFallback atomic.Bool
+	// signalRun replaces running the toolbox's freeze and thaw modes in
+	// unit tests of the holders' bookkeeping.
+	signalRun func(ctx context.Context, id, mode string) error
 }
 
 // maxFrame is the largest response frame a session accepts.

@@ -241,6 +241,9 @@ var errNoProcess = errors.New("sandbox not running")
 // toolboxSignal runs the toolbox in mode (freeze or thaw) in sandbox id as
 // its user, bypassing the refusal of execs into a frozen sandbox.
 func (e *Engine) toolboxSignal(ctx context.Context, id, mode string, args ...string) error {
+	if e.signalRun != nil {
+		return e.signalRun(ctx, id, mode)
+	}
 	ins, err := e.api.ContainerInspect(ctx, id)
 	switch {
 	case cerrdefs.IsNotFound(err):
