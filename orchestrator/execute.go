@@ -239,6 +239,7 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 			t.Timings.Worktree += time.Since(sstart).Milliseconds()
 		}
 		t.SandboxID = sb.ID
+		t.SandboxNote = sb.Notice
 	})
 	if err != nil {
 		_ = sb.Remove(context.WithoutCancel(ctx))

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/localagent/agent/orchestrator/store"
+	"github.com/localagent/agent/sandbox"
 )
 
 // A task's sandbox gets GPUs only when asked (--gpus all or ids), as the
@@ -76,6 +77,55 @@ func TestReviewRepeatsGPUNote(t *testing.T) {
 		got := slices.Contains(rev.Warnings, note)
 		if got != withNote || !slices.Contains(rev.Warnings, gpuWarning("0")) {
 			t.Errorf("note given %v: review warnings %q", withNote, rev.Warnings)
+		}
+	}
+}
+
+// noticeBackend is a backend whose sandboxes come with a notice, as an
+// engine that cannot apply cgroup limits gives them.
+type noticeBackend struct {
+	sandbox.Backend
+	notice string
+}
+
+func (b noticeBackend) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandbox, error) {
+	sb, err := b.Backend.Create(ctx, spec)
+	if err == nil {
+		sb.Notice = b.notice
+	}
+	return sb, err
+}
+
+// What the engine could not enforce on the task's sandbox (no memory or
+// CPU limit under rootless Podman on cgroup v1) is kept with the task and
+// repeated in its review. Control: a sandbox without a notice adds no
+// warning.
+func TestReviewRepeatsSandboxNote(t *testing.T) {
+	const note = "the container engine cannot apply cgroup limits: the sandbox's memory and CPU are NOT limited"
+	for _, withNote := range []bool{false, true} {
+		f := newLocalFixture(t, writeGreetScript)
+		if withNote {
+			f.o.opts.Engine = func(context.Context) (sandbox.Backend, error) { return noticeBackend{f.local, note}, nil }
+		}
+		ctx := context.Background()
+		r, err := f.o.NewTask(ctx, TaskOptions{Prompt: "write greet.txt", RepoDir: f.repo, LLM: "script:" + f.script})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Execute(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		saved, err := f.o.store.Load(r.Task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev, err := f.o.Review(ctx, saved)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.Contains(rev.Warnings, note); got != withNote {
+			t.Errorf("notice given %v: review warnings %q", withNote, rev.Warnings)
 		}
 	}
 }

@@ -172,6 +172,9 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 			rv.Warnings = append(rv.Warnings, fmt.Sprintf("the agent wrote a .git into its workspace (%s/.git); it was not committed and agent never uses it, but do not run git inside that directory yourself: inspect the task with `agent diff %s`", wt.Path, t.ID))
 		}
 	}
+	if t.SandboxNote != "" {
+		rv.Warnings = append(rv.Warnings, t.SandboxNote)
+	}
 	rv.Warnings = append(rv.Warnings, unansweredQuestions(t.Commands)...)
 	rv.Warnings = append(rv.Warnings, o.repositoryMCPWarnings()...)
 	rv.Warnings = append(rv.Warnings, sensitiveChanges(rv.Stat, repo.ConfigValue(ctx, "core.hooksPath"))...)

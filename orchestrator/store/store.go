@@ -134,11 +134,15 @@ type Task struct {
 	Environment *Environment `json:"environment,omitempty"`
 	GPUs        string       `json:"gpus,omitempty"`     // NVIDIA GPUs of the task's sandboxes ("" none)
 	GPUNote     string       `json:"gpu_note,omitempty"` // what the GPU memory check could not tell ("" nothing)
-	Session     string       `json:"session,omitempty"`  // transcript (JSONL)
-	Events      string       `json:"events,omitempty"`   // event log (JSONL)
-	LLM         string       `json:"llm,omitempty"`      // endpoint URL or script:FILE
-	Model       string       `json:"model,omitempty"`
-	PID         int          `json:"pid,omitempty"`
+	// SandboxNote is what the engine could not enforce on the task's
+	// sandbox (rootless Podman on cgroup v1: no memory or CPU limit); the
+	// review repeats it.
+	SandboxNote string `json:"sandbox_note,omitempty"`
+	Session     string `json:"session,omitempty"` // transcript (JSONL)
+	Events      string `json:"events,omitempty"`  // event log (JSONL)
+	LLM         string `json:"llm,omitempty"`     // endpoint URL or script:FILE
+	Model       string `json:"model,omitempty"`
+	PID         int    `json:"pid,omitempty"`
 
 	Created  time.Time `json:"created"`
 	Updated  time.Time `json:"updated"`
