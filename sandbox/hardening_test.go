@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -69,6 +70,13 @@ func TestHardeningFromInside(t *testing.T) {
 	// The workspace, /tmp and $HOME stay writable for the sandbox user.
 	if r := sh(t, sb, `touch /workspace/w /tmp/t "$HOME/h" && echo ok`); r.IsError || !strings.Contains(r.Output, "ok") {
 		t.Errorf("writable places: %s", r.Output)
+	}
+	// Files the sandbox writes come back owned by the chosen user on the
+	// host (under rootless Podman through the keep-id user namespace,
+	// which maps the user's uid to itself).
+	var wst syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(ws, "w"), &wst); err != nil || int(wst.Uid) != want.UID || int(wst.Gid) != want.GID {
+		t.Errorf("a file the sandbox wrote is owned by %d:%d on the host (%v), want %s", wst.Uid, wst.Gid, err, want)
 	}
 
 	// Control: the same probe in a plain container of the same image.
