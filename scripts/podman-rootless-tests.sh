@@ -16,7 +16,7 @@
 #
 # Usage: scripts/podman-rootless-tests.sh [go test -run pattern]
 set -eu
-RUN=${1:-'TestHardening|TestCustomSeccomp|Freeze|TestConcurrentToolCalls|TestToolCancel|TestSessionDeathFallsBack|TestExecStreamsAndPropagates|TestEgress|TestForkBomb|TestMemoryBomb|TestFloodOutput'}
+RUN=${1:-'TestHardening|TestCustomSeccomp|TestStrictSeccomp|Freeze|TestConcurrentToolCalls|TestToolCancel|TestSessionDeathFallsBack|TestExecStreamsAndPropagates|TestEgress|TestForkBomb|TestMemoryBomb|TestFloodOutput'}
 CIUSER=${AGENT_CI_USER:-agentci}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -73,7 +73,9 @@ while [ ! -S "$SOCK" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 cd "$ROOT/sandbox"
 start=$(date +%s)
 rc=0
-as_user DOCKER_HOST="unix://$SOCK" AGENT_TEST_TOOLBOX="$WORK/agent-toolbox" TMPDIR="$HOMEDIR" \
+# Go on the PATH: the seccomp test builds its probe program.
+GODIR=$(dirname "$(command -v go)")
+as_user PATH="$GODIR:/usr/bin:/bin" GOTOOLCHAIN=local DOCKER_HOST="unix://$SOCK" AGENT_TEST_TOOLBOX="$WORK/agent-toolbox" TMPDIR="$HOMEDIR" \
 	timeout 600 "$WORK/sandbox.test" -test.count=1 -test.run "$RUN" -test.v || rc=$?
 echo "rootless podman suite: exit $rc in $(($(date +%s) - start)) s"
 exit $rc
