@@ -26,9 +26,12 @@ var _ freezer = (*client.Client)(nil)
 var ErrCannotFreeze = errors.New("the container engine cannot freeze a sandbox")
 
 // Freeze stops every process of the sandbox where it stands (the engine's
-// pause: the cgroup freezer) and returns once the kernel reports the whole
-// cgroup frozen, so that no process of the sandbox — the toolbox, a command
-// it ran, anything that outlived one — can run until Thaw. The host may
+// pause: the cgroup freezer; on an engine without one, SIGSTOP sent from
+// inside by the toolbox, see signalfreeze.go) and returns once every
+// process is reported stopped, so that no process of the sandbox — the
+// toolbox, a command it ran, anything that outlived one — can run until
+// Thaw (the signal freeze leaves the idle init running, which runs
+// nothing it is asked to and never touches the workspace). The host may
 // then read and write the sandbox's workspace: nothing in the sandbox can
 // change it meanwhile (swap a directory for a symlink, for one).
 //
