@@ -8,11 +8,18 @@
 # What it covers: hardening seen from inside and through inspect, the
 # project's seccomp profile, the freeze (by signals: rootless Podman on
 # cgroup v1 cannot pause), sessions and tool calls, egress, and the
-# resource faults. On cgroup v1 a rootless container gets NO memory, pids
-# or CPU cgroup limits; the sandbox then runs with RLIMIT_NPROC and
-# RLIMIT_DATA instead, and the tests check those and log what is not
-# enforced (docs/engines.md). Inspect reports capabilities as a list and
+# resource faults (about two minutes). On cgroup v1 a rootless container
+# gets NO memory, pids or CPU cgroup limits: the toolbox's commands then run
+# under RLIMIT_NPROC, which the tests check, while memory and CPU stay
+# unlimited, which they log (the memory bomb is skipped: nothing would stop
+# it; docs/engines.md). Inspect reports capabilities as a list and
 # no-new-privileges without ":true"; the tests accept Podman's spelling.
+#
+# It configures the user's Podman to use runc (crun refuses a hybrid cgroup
+# layout) and, where a VM left /dev/net/tun at 0600, gives it Debian's 0666
+# for the control containers' slirp4netns. At the end it ends every process
+# of the user (its service, pause process and lingering conmon monitors):
+# the user is meant for this suite alone.
 #
 # Usage: scripts/podman-rootless-tests.sh [go test -run pattern]
 set -eu
@@ -44,7 +51,7 @@ if [ -c /dev/net/tun ] && [ "$(stat -c %a /dev/net/tun)" = 600 ]; then chmod 066
 # The images come from the Docker engine (nothing can be pulled).
 docker save agent/busybox:latest agent/sandbox:latest | as_user podman load >/dev/null
 
-SOCK=$RUNDIR/podman.sock
+SOCK=$RUNDIR/agent-test-$$.sock
 WORK=$(mktemp -d)
 chmod 755 "$WORK"
 # Built as the caller; run as the unprivileged user (its workspaces must be
