@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/util/exec"
 	"k8s.io/streaming/pkg/httpstream"
@@ -222,25 +225,47 @@ func (b *Backend) executor(name string, cmd []string, stdin, tty bool) (remoteco
 	if b.opts.Config == nil {
 		return nil, errors.New("kubernetes backend: no REST configuration, so no exec")
 	}
-	req := b.opts.Client.CoreV1().RESTClient().Post().
-		Namespace(b.opts.Namespace).Resource("pods").Name(name).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{
-			Container: ContainerName,
-			Command:   cmd,
-			Stdin:     stdin,
-			Stdout:    true,
-			Stderr:    !tty,
-			TTY:       tty,
-		}, scheme.ParameterCodec)
-	ws, err := remotecommand.NewWebSocketExecutor(b.opts.Config, http.MethodGet, req.URL().String())
+	u, err := execURL(b.opts.Config, b.opts.Namespace, name, &corev1.PodExecOptions{
+		Container: ContainerName,
+		Command:   cmd,
+		Stdin:     stdin,
+		Stdout:    true,
+		Stderr:    !tty,
+		TTY:       tty,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("exec in sandbox pod %s: %w", name, err)
 	}
-	spdy, err := remotecommand.NewSPDYExecutor(b.opts.Config, http.MethodPost, req.URL())
+	ws, err := remotecommand.NewWebSocketExecutor(b.opts.Config, http.MethodGet, u.String())
+	if err != nil {
+		return nil, fmt.Errorf("exec in sandbox pod %s: %w", name, err)
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(b.opts.Config, http.MethodPost, u)
 	if err != nil {
 		return nil, fmt.Errorf("exec in sandbox pod %s: %w", name, err)
 	}
 	return remotecommand.NewFallbackExecutor(ws, spdy, shouldFallback)
+}
+
+// execURL is the address of the pods/exec subresource of pod name, built
+// from the REST configuration alone (the URL the clientset's REST client
+// would build), so that exec does not depend on how the Client was made.
+func execURL(cfg *rest.Config, namespace, name string, o *corev1.PodExecOptions) (*url.URL, error) {
+	c := rest.CopyConfig(cfg)
+	c.APIPath = "/api"
+	c.GroupVersion = &corev1.SchemeGroupVersion
+	base, versioned, err := rest.DefaultServerUrlFor(c)
+	if err != nil {
+		return nil, err
+	}
+	params, err := scheme.ParameterCodec.EncodeParameters(o, corev1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	u := *base
+	u.Path = path.Join("/", base.Path, versioned, "namespaces", namespace, "pods", name, "exec")
+	u.RawQuery = params.Encode()
+	return &u, nil
 }
 
 // shouldFallback says whether a WebSocket exec failed in a way that SPDY
