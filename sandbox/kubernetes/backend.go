@@ -409,20 +409,24 @@ func normalizeImage(ref string) string {
 // a freeze the host may trust: a process that is still running when the
 // signals go out can SIGCONT one already stopped, and a process started
 // as another uid is out of reach. The host steps that need a freeze
-// (invariant 9) therefore fail closed on this backend: a running pod
-// answers an error wrapping sandbox.ErrCannotFreeze, and one that is gone
-// or stopped, which no process of it can touch, is frozen already. With
-// the mirror delivery (see Delivery) the host never works on files a pod
-// can write, so no freeze is needed at all.
+// (invariant 9) therefore fail closed on this backend: a pod whose
+// processes run or may still start (pending, running, terminating)
+// answers an error wrapping sandbox.ErrCannotFreeze; one that is gone, or
+// whose container has exited for good (restartPolicy Never), has no
+// process that could run, and is frozen already. With the mirror delivery
+// (see Delivery) the host never works on files a pod can write, so no
+// freeze is needed at all.
 func (b *Backend) Freeze(ctx context.Context, id string) error {
-	err := b.CheckRunning(ctx, id)
+	p, err := b.pods().Get(ctx, id, metav1.GetOptions{})
 	switch {
-	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, sandbox.ErrNotRunning):
+	case apierrors.IsNotFound(err):
 		return nil
 	case err != nil:
-		return err
+		return b.wrap(id, "freezing sandbox pod", err)
+	case podState(p).state == stateExited:
+		return nil
 	}
-	return fmt.Errorf("sandbox pod %s: a pod cannot be paused: %w", id, sandbox.ErrCannotFreeze)
+	return fmt.Errorf("sandbox pod %s (%s): a pod cannot be paused: %w", id, podState(p).why(), sandbox.ErrCannotFreeze)
 }
 
 // Thaw implements sandbox.Backend and sandbox.Driver: this backend never

@@ -262,6 +262,25 @@ func TestCheckRunningAndFreeze(t *testing.T) {
 	}
 }
 
+// A pending pod is not frozen: its container may start at any moment
+// (its workspace delivery may be running already).
+func TestFreezeRefusesAPendingPod(t *testing.T) {
+	ctx := context.Background()
+	b, cs := newBackend(t, running)
+	sb, err := b.Create(ctx, baseSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, _ := cs.CoreV1().Pods("agents").Get(ctx, sb.ID, metav1.GetOptions{})
+	pod.Status = corev1.PodStatus{Phase: corev1.PodPending}
+	if _, err := cs.CoreV1().Pods("agents").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Freeze(ctx, sb.ID); !errors.Is(err, sandbox.ErrCannotFreeze) {
+		t.Errorf("Freeze(pending) = %v, want ErrCannotFreeze", err)
+	}
+}
+
 func TestExecRefusesWhatPodsExecCannotDo(t *testing.T) {
 	ctx := context.Background()
 	b, _ := newBackend(t, running)
