@@ -154,13 +154,16 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 		if apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("a pod named %s already exists in namespace %s: choose another sandbox name", name, b.opts.Namespace)
 		}
+		if ctx.Err() != nil {
+			// The API server may have made the pod after the client
+			// stopped waiting; its name is the only handle on it.
+			b.cleanup(ctx, name)
+		}
 		return nil, fmt.Errorf("creating sandbox pod: %w", err)
 	}
 	running, err := b.waitRunning(ctx, created.Name, s.Image)
 	if err != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_ = b.Remove(cctx, created.Name)
+		b.cleanup(ctx, created.Name)
 		return nil, err
 	}
 	notice := ""
@@ -170,6 +173,13 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	sb := b.toSandbox(running)
 	sb.Notice = notice
 	return sb, nil
+}
+
+// cleanup removes a half-created pod even when ctx is cancelled.
+func (b *Backend) cleanup(ctx context.Context, name string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_ = b.Remove(cctx, name)
 }
 
 // ensureNetworkPolicy creates the namespace's DenyAllPolicy unless it

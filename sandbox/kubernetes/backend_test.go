@@ -334,3 +334,34 @@ func ids(sbs []*sandbox.Sandbox) []string {
 	}
 	return out
 }
+
+// A create the client gave up on (its context ended mid-request) may still
+// have made the pod: Create removes it by name. Control: without the
+// cancellation the same reactor leaves a running sandbox.
+func TestCreateAbandonedRemovesThePod(t *testing.T) {
+	for _, abandon := range []bool{true, false} {
+		b, cs := newBackend(t, running)
+		ctx, cancel := context.WithCancel(context.Background())
+		cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+			running(p)
+			if err := cs.Tracker().Create(corev1.SchemeGroupVersion.WithResource("pods"), p, "agents"); err != nil {
+				return true, nil, err
+			}
+			if abandon {
+				cancel()
+				return true, nil, context.Canceled
+			}
+			return true, p, nil
+		})
+		_, err := b.Create(ctx, baseSpec(t))
+		cancel()
+		l, _ := cs.CoreV1().Pods("agents").List(context.Background(), metav1.ListOptions{})
+		switch {
+		case abandon && (err == nil || len(l.Items) != 0):
+			t.Errorf("abandoned create: err %v, %d pods left", err, len(l.Items))
+		case !abandon && (err != nil || len(l.Items) != 1):
+			t.Errorf("control: err %v, %d pods", err, len(l.Items))
+		}
+	}
+}
