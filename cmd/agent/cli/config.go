@@ -227,8 +227,11 @@ func userConfigFile() string {
 // configLoader collects flag bindings while commands are built and loads the
 // configuration once, on first use, so --help never reads a file.
 type configLoader struct {
-	v        *viper.Viper
-	projDir  string // directory whose .agent/config.yaml applies ("": the working directory)
+	v *viper.Viper
+	// projDir is the directory whose .agent/config.yaml applies, resolved
+	// by the command ("": the working directory). Loading never resolves
+	// it: no git, no process, only files are read.
+	projDir  string
 	cfg      *Config
 	err      error
 	warnings []string

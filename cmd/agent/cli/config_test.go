@@ -319,3 +319,80 @@ func TestEditDistanceCountsSwaps(t *testing.T) {
 		t.Errorf("checkKey(sandbox.pdis) = %v, want a suggestion of sandbox.pids", err)
 	}
 }
+
+// Loading the configuration starts no process: the command resolves the
+// repository (projectDir, which runs git once, in the open) and hands the
+// loader a path. A `git` on PATH that records every call and fails stands
+// in for the real one; loading with the root given, and with the working
+// directory as the default, must find the repository's config without
+// calling it. Control: the command's own resolution step does reach the
+// recording git, so a loader that ran git would be caught.
+func TestConfigLoadRunsNoGit(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
+	t.Setenv("XDG_STATE_HOME", filepath.Join(home, "state"))
+	repo, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(repo, ".agent", "config.yaml"), "agent:\n  max_iterations: 11\n")
+	gitOut(t, repo, "init", "-q")
+
+	bin := t.TempDir()
+	calls := filepath.Join(home, "git-calls")
+	writeFile(t, filepath.Join(bin, "git"), "#!/bin/sh\necho \"$@\" >> '"+calls+"'\nexit 1\n")
+	if err := os.Chmod(filepath.Join(bin, "git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
+	ranGit := func() string {
+		b, err := os.ReadFile(calls)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		_ = os.Remove(calls)
+		return strings.TrimSpace(string(b))
+	}
+
+	load := func(dir string) int {
+		t.Helper()
+		ios, _, _, _ := TestStreams()
+		f := NewFactory(ios)
+		if dir != "" {
+			f.SetProjectDir(dir)
+		}
+		cfg, err := f.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Agent.MaxIterations
+	}
+	if got := load(repo); got != 11 {
+		t.Errorf("given the repository root, max_iterations = %d, want its config's 11", got)
+	}
+	if calls := ranGit(); calls != "" {
+		t.Errorf("loading the configuration ran git: %s", calls)
+	}
+	t.Chdir(repo)
+	if got := load(""); got != 11 {
+		t.Errorf("from the working directory, max_iterations = %d, want 11", got)
+	}
+	if calls := ranGit(); calls != "" {
+		t.Errorf("loading the configuration ran git: %s", calls)
+	}
+	// The loader does not look further than the directory it is given:
+	// finding the checkout's top from a subdirectory is the command's step.
+	sub := filepath.Join(repo, "src")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := load(sub); got != 25 {
+		t.Errorf("given a subdirectory, max_iterations = %d, want the default 25", got)
+	}
+
+	// Control: the explicit resolution reaches the recording git.
+	projectDir(t.Context(), sub)
+	if calls := ranGit(); !strings.Contains(calls, "rev-parse") {
+		t.Errorf("resolving the project directory did not reach the recording git (calls %q): the check above could not catch a loader that runs git", calls)
+	}
+}

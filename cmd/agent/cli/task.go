@@ -160,7 +160,9 @@ func (rf *RunFlags) apply(cfg *Config) {
 // projectDir is where a repository's .agent/config.yaml lives: the top of
 // the checkout holding repo (the working directory when repo is ""), also
 // when agent runs in one of its subdirectories; outside a checkout, the
-// directory itself.
+// directory itself. It runs host git (rev-parse) to find the top: commands
+// call it once, before the configuration loads, and hand the result to
+// Factory.SetProjectDir, so that loading the configuration runs nothing.
 func projectDir(ctx context.Context, repo string) string {
 	dir := repo
 	if dir == "" {
@@ -172,11 +174,12 @@ func projectDir(ctx context.Context, repo string) string {
 	return dir
 }
 
-// taskProjectDir is projectDir of a recorded task's repository. It runs
-// while the configuration loads, after the user's config, the environment
-// and flags are read (a project config cannot move the state directory);
-// an unknown task falls back to the working directory, and the command
-// then reports the unknown id itself.
+// taskProjectDir is projectDir of a recorded task's repository. The
+// command runs it before the configuration loads (its PreRunE), reading
+// the state directory from the user's config, the environment and flags
+// only (a project config cannot move the state directory); an unknown task
+// falls back to the working directory, and the command then reports the
+// unknown id itself.
 func taskProjectDir(ctx context.Context, f *Factory, ref string) string {
 	if st, err := store.Open(filepath.Join(f.conf.stateDir(), "tasks")); err == nil {
 		if t, err := st.Resolve(ref); err == nil {
