@@ -27,6 +27,7 @@ const (
 	LabelState     = LabelPrefix + "state"     // state directory that owns it
 	LabelUser      = LabelPrefix + "user"      // uid:gid it runs as
 	LabelShell     = LabelPrefix + "shell"     // the bash tool's shell, when chosen
+	LabelIsolation = LabelPrefix + "isolation" // "runc" or "runsc" (gVisor)
 	LabelUse       = LabelPrefix + "use"       // "task", "sub-agent" or "shell"
 	LabelBench     = LabelPrefix + "bench"     // made by `agent bench`
 

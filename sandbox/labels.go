@@ -24,6 +24,9 @@ const (
 	// LabelShell is the shell the bash tool uses, when it was chosen
 	// explicitly (Spec.Shell).
 	LabelShell = policy.LabelShell
+	// LabelIsolation is the sandbox's isolation, "runc" or "runsc"
+	// (Spec.Isolation).
+	LabelIsolation = policy.LabelIsolation
 	// LabelUse says which user of a task created the sandbox: "task",
 	// "sub-agent" or "shell" (set by the orchestrator through Spec.Labels).
 	LabelUse = policy.LabelUse

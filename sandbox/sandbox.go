@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -72,8 +71,9 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if err := CheckToolbox(s.Toolbox); err != nil {
 		return nil, err
 	}
-	if s.Runtime != "" && !slices.Contains(e.Runtimes, s.Runtime) {
-		return nil, fmt.Errorf("runtime %q is not registered with the Docker engine (it has %s): add it to \"runtimes\" in /etc/docker/daemon.json and restart the engine, or unset sandbox.runtime", s.Runtime, strings.Join(e.Runtimes, ", "))
+	runtime, err := e.checkIsolation(s)
+	if err != nil {
+		return nil, err
 	}
 	if err := e.ImagePresent(ctx, s.Image); err != nil {
 		return nil, err
@@ -87,6 +87,7 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	hc.Runtime = runtime
 	if e.Podman {
 		if err := podmanHostConfig(hc, e.Rootless); err != nil {
 			return nil, err

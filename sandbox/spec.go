@@ -59,7 +59,13 @@ type Spec struct {
 	// caller is root and root owns the workspace): for a directory the
 	// user named, whose owner must not change without being asked.
 	RefuseChown bool
-	// Runtime is the OCI runtime (e.g. "runsc"); "" is the engine default.
+	// Isolation is IsolationRunc ("" means it) or IsolationRunsc (gVisor).
+	// Create fails with an *IsolationError when the engine cannot give it.
+	Isolation Isolation
+	// Runtime is the engine's name of the OCI runtime that provides the
+	// isolation: "" means the engine default for runc and
+	// DefaultRunscRuntime for runsc. Set it only for a runtime registered
+	// under another name (e.g. "runsc-kvm", or "crun" for runc isolation).
 	Runtime string
 	// Seccomp, when non-nil, is the sandbox's seccomp profile. nil means
 	// the project's profile, policy.StrictSeccomp (no io_uring, ptrace,
@@ -160,6 +166,11 @@ func (s Spec) withDefaults() (Spec, error) {
 		return s, errors.New("refusing to mount / as the workspace: pass a project directory")
 	}
 	s.Workspace = ws
+	iso, err := ParseIsolation(string(s.Isolation))
+	if err != nil {
+		return s, err
+	}
+	s.Isolation = iso
 	if s.Image == "" {
 		s.Image = DefaultImage
 	}
@@ -272,6 +283,9 @@ func (s Spec) SandboxLabels(user UserChoice) map[string]string {
 	if s.Shell != "" {
 		labels[LabelShell] = s.Shell
 	}
+	if s.Isolation != "" {
+		labels[LabelIsolation] = string(s.Isolation)
+	}
 	return labels
 }
 
@@ -348,7 +362,7 @@ func containerConfig(s Spec, user UserChoice) (*container.Config, *container.Hos
 		// (cgroup v1 hosts, "shareable" ipc) differ.
 		IpcMode:      container.IPCModePrivate,
 		CgroupnsMode: container.CgroupnsModePrivate,
-		Runtime:      s.Runtime,
+		Runtime:      s.runtimeName(),
 		// Only the workspace and the toolbox binary come from the host.
 		Mounts: []mount.Mount{
 			{Type: mount.TypeBind, Source: s.Workspace, Target: toolbox.WorkspaceRoot, ReadOnly: s.WorkspaceReadOnly},

@@ -195,9 +195,25 @@ func Labels(t testing.TB) map[string]string {
 	return map[string]string{sandbox.LabelManaged: sandbox.ManagedValue, sandbox.LabelTest: TestLabel(t)}
 }
 
+// IsolationEnv names the isolation integration tests run their sandboxes
+// under ("runc" when unset): scripts/podman-runsc-tests.sh sets it to runsc
+// to run the same suites under gVisor.
+const IsolationEnv = "AGENT_TEST_ISOLATION"
+
+// Isolation is the isolation the tests' sandboxes run under (IsolationEnv).
+// Tests that check what the isolation enforces branch on it.
+func Isolation(t testing.TB) sandbox.Isolation {
+	t.Helper()
+	i, err := sandbox.ParseIsolation(os.Getenv(IsolationEnv))
+	if err != nil {
+		t.Fatalf("%s: %v", IsolationEnv, err)
+	}
+	return i
+}
+
 // New creates a sandbox for the test: spec's zero fields become a fresh
-// temporary workspace, BusyboxImage and the test toolbox; it is labelled
-// with a unique LabelTest and removed at cleanup.
+// temporary workspace, BusyboxImage, the test toolbox and Isolation; it is
+// labelled with a unique LabelTest and removed at cleanup.
 func New(t testing.TB, e *sandbox.Engine, spec sandbox.Spec) *sandbox.Sandbox {
 	t.Helper()
 	if spec.Workspace == "" {
@@ -208,6 +224,9 @@ func New(t testing.TB, e *sandbox.Engine, spec sandbox.Spec) *sandbox.Sandbox {
 	}
 	if spec.Toolbox == "" {
 		spec.Toolbox = Toolbox(t)
+	}
+	if spec.Isolation == "" {
+		spec.Isolation = Isolation(t)
 	}
 	labels := map[string]string{sandbox.LabelTest: TestLabel(t)}
 	for k, v := range spec.Labels {
