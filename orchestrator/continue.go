@@ -12,6 +12,7 @@ import (
 	"github.com/localagent/agent/agent/event"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
+	"github.com/localagent/agent/sandbox"
 )
 
 // ContinueOptions say how to go on with a task.
@@ -68,7 +69,7 @@ func (o *Orchestrator) Continue(ctx context.Context, ref string, opts ContinueOp
 	if err != nil {
 		return nil, err
 	}
-	if err := o.preflightSandbox(ctx, t.Image); err != nil {
+	if err := o.preflightSandbox(ctx, t.Image, sandbox.Isolation(t.Isolation)); err != nil {
 		return nil, err
 	}
 	spec, ep, err := o.reopenLLM(ctx, t, opts.LLM, opts.Model)

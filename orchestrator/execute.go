@@ -30,8 +30,9 @@ import (
 var ErrInterrupted = errors.New("task interrupted")
 
 // preflightSandbox checks what creating the sandbox needs (engine, image,
-// toolbox) so that a missing piece fails before any task state exists.
-func (o *Orchestrator) preflightSandbox(ctx context.Context, image string) error {
+// toolbox, isolation) so that a missing piece fails before any task state
+// exists.
+func (o *Orchestrator) preflightSandbox(ctx context.Context, image string, isolation sandbox.Isolation) error {
 	if o.opts.ToolboxError != nil {
 		return o.opts.ToolboxError
 	}
@@ -47,6 +48,21 @@ func (o *Orchestrator) preflightSandbox(ctx context.Context, image string) error
 	}
 	if image == "" {
 		image = sandbox.DefaultImage
+	}
+	if isolation == "" {
+		isolation = o.opts.Sandbox.Isolation
+	}
+	// Only an engine knows its runtimes (the in-process test backend has
+	// no isolation to offer or refuse).
+	if c, ok := e.(interface {
+		CheckIsolation(sandbox.Isolation, string) error
+	}); ok {
+		if isolation, err = sandbox.ParseIsolation(string(isolation)); err != nil {
+			return err
+		}
+		if err := c.CheckIsolation(isolation, o.opts.Sandbox.Runtime); err != nil {
+			return err
+		}
 	}
 	return e.ImagePresent(ctx, image)
 }
@@ -309,6 +325,12 @@ func (o *Orchestrator) sandboxSpec(t *store.Task, name string) sandbox.Spec {
 	spec.StateID = o.stateID
 	if t.Image != "" {
 		spec.Image = t.Image
+	}
+	if t.Isolation != "" && sandbox.Isolation(t.Isolation) != spec.Isolation {
+		// The task keeps the isolation it started with; a configured
+		// runtime name belongs to the configured isolation, not this one.
+		spec.Isolation = sandbox.Isolation(t.Isolation)
+		spec.Runtime = ""
 	}
 	applyEnvironment(&spec, t.Environment)
 	if t.GPUs != "" {

@@ -16,6 +16,7 @@ import (
 	"github.com/localagent/agent/orchestrator/llamaserver"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
+	"github.com/localagent/agent/sandbox"
 )
 
 // TaskOptions describe a new task.
@@ -40,6 +41,10 @@ type TaskOptions struct {
 	// GPUNote is what the review says about the GPUs' memory check ("" when
 	// there is nothing to say).
 	GPUNote string
+	// Isolation of the task's sandboxes ("" = the orchestrator's
+	// Sandbox.Isolation); recorded in the task so that every later sandbox
+	// of the task keeps it.
+	Isolation sandbox.Isolation
 }
 
 // Run is a task being worked on by this process. Close it when done.
@@ -116,7 +121,14 @@ func (o *Orchestrator) NewTask(ctx context.Context, opts TaskOptions) (_ *Run, e
 	if err != nil {
 		return nil, err
 	}
-	if err := o.preflightSandbox(ctx, image); err != nil {
+	isolation := opts.Isolation
+	if isolation == "" {
+		isolation = o.opts.Sandbox.Isolation
+	}
+	if isolation, err = sandbox.ParseIsolation(string(isolation)); err != nil {
+		return nil, err
+	}
+	if err := o.preflightSandbox(ctx, image, isolation); err != nil {
 		return nil, err
 	}
 	env, envImage, err := o.prepareEnvironment(ctx, repo, base.Commit)
@@ -164,7 +176,7 @@ func (o *Orchestrator) NewTask(ctx context.Context, opts TaskOptions) (_ *Run, e
 		Repo: repo.Root, RepoGitDir: repo.CommonDir,
 		BaseRef: base.Ref, BaseBranch: base.Branch, BaseCommit: base.Commit, StartCommit: base.Commit,
 		Branch: "agent/" + Slug(prompt) + "-" + id,
-		Image:  image, Environment: env, GPUs: gpus, GPUNote: opts.GPUNote, LLM: opts.LLM, Model: ep.model, PID: os.Getpid(),
+		Image:  image, Environment: env, GPUs: gpus, GPUNote: opts.GPUNote, Isolation: string(isolation), LLM: opts.LLM, Model: ep.model, PID: os.Getpid(),
 		Session: o.sessionPath(id), Events: o.eventsPath(id),
 		Created: now,
 	}
@@ -251,7 +263,7 @@ func (o *Orchestrator) Resume(ctx context.Context, ref string, opts ResumeOption
 	if err := o.recoverWorktree(ctx, repo, t); err != nil {
 		return nil, err
 	}
-	if err := o.preflightSandbox(ctx, t.Image); err != nil {
+	if err := o.preflightSandbox(ctx, t.Image, sandbox.Isolation(t.Isolation)); err != nil {
 		return nil, err
 	}
 	spec, ep, err := o.reopenLLM(ctx, t, opts.LLM, opts.Model)

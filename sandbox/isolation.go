@@ -94,6 +94,14 @@ func (e *Engine) OfferedIsolations() []Isolation {
 	return out
 }
 
+// CheckIsolation returns an *IsolationError when e cannot run sandboxes
+// with isolation i (runtime is Spec.Runtime), so a caller can fail before
+// it makes anything.
+func (e *Engine) CheckIsolation(i Isolation, runtime string) error {
+	_, err := e.checkIsolation(Spec{Isolation: i, Runtime: runtime})
+	return err
+}
+
 // checkIsolation returns the runtime a create request for s names, or an
 // *IsolationError when the engine cannot give s its isolation.
 func (e *Engine) checkIsolation(s Spec) (string, error) {

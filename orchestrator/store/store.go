@@ -138,11 +138,16 @@ type Task struct {
 	// sandbox (rootless Podman on cgroup v1: no memory or CPU limit); the
 	// review repeats it.
 	SandboxNote string `json:"sandbox_note,omitempty"`
-	Session     string `json:"session,omitempty"` // transcript (JSONL)
-	Events      string `json:"events,omitempty"`  // event log (JSONL)
-	LLM         string `json:"llm,omitempty"`     // endpoint URL or script:FILE
-	Model       string `json:"model,omitempty"`
-	PID         int    `json:"pid,omitempty"`
+	// Isolation is the isolation of the task's sandboxes, "runc" or
+	// "runsc", chosen when the task started and kept by every sandbox made
+	// for it later (continue, chat, shell, sub-agents); "" (records from
+	// before it was kept) means the configured one.
+	Isolation string `json:"isolation,omitempty"`
+	Session   string `json:"session,omitempty"` // transcript (JSONL)
+	Events    string `json:"events,omitempty"`  // event log (JSONL)
+	LLM       string `json:"llm,omitempty"`     // endpoint URL or script:FILE
+	Model     string `json:"model,omitempty"`
+	PID       int    `json:"pid,omitempty"`
 
 	Created  time.Time `json:"created"`
 	Updated  time.Time `json:"updated"`

@@ -61,7 +61,12 @@ type SandboxConfig struct {
 	// switches the check off.
 	GPUReserve string `mapstructure:"gpu_reserve"`
 	Toolbox    string `mapstructure:"toolbox"`
-	Runtime    string `mapstructure:"runtime"` // "" = engine default (runc); e.g. "runsc"
+	// Isolation is "runc" (the default: namespaces, capabilities,
+	// seccomp) or "runsc" (gVisor).
+	Isolation string `mapstructure:"isolation"`
+	// Runtime is the engine's name of the runtime giving the isolation:
+	// "" = the engine default for runc, "runsc" for runsc.
+	Runtime string `mapstructure:"runtime"`
 	// Seccomp is "strict" (the project's allowlist, policy.StrictSeccomp,
 	// the default) or "default" (the engine's profile, the opt-out).
 	Seccomp string `mapstructure:"seccomp"`
@@ -171,6 +176,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("sandbox.min_free", "1g")
 	v.SetDefault("sandbox.gpu_reserve", "1g")
 	v.SetDefault("sandbox.toolbox", "")
+	v.SetDefault("sandbox.isolation", "runc")
 	v.SetDefault("sandbox.runtime", "")
 	v.SetDefault("sandbox.seccomp", "strict")
 	v.SetDefault("sandbox.shell", "")

@@ -89,11 +89,22 @@ func sandboxSpec(cfg *Config) (spec sandbox.Spec, toolboxErr, err error) {
 	default:
 		return sandbox.Spec{}, nil, fmt.Errorf("configuration sandbox.seccomp is %q: want strict (the project's profile, the default) or default (the engine's)", cfg.Sandbox.Seccomp)
 	}
+	iso, err := sandbox.ParseIsolation(cfg.Sandbox.Isolation)
+	if err != nil {
+		return sandbox.Spec{}, nil, fmt.Errorf("configuration sandbox.isolation: %w", err)
+	}
+	if iso == sandbox.IsolationRunc && cfg.Sandbox.Runtime == sandbox.DefaultRunscRuntime {
+		// Once, sandbox.runtime: runsc was how gVisor was asked for; the
+		// hardening a sandbox is checked for depends on the isolation, so
+		// the two must agree rather than one silently win.
+		return sandbox.Spec{}, nil, errors.New("configuration sandbox.runtime is runsc (gVisor) but sandbox.isolation is runc: set sandbox.isolation: runsc (or --isolation runsc) and leave sandbox.runtime empty")
+	}
 	tb, toolboxErr := sandbox.FindToolbox(cfg.Sandbox.Toolbox)
 	return sandbox.Spec{
 		Image:         cfg.Sandbox.Image,
 		Toolbox:       tb,
 		Limits:        limits,
+		Isolation:     iso,
 		Runtime:       cfg.Sandbox.Runtime,
 		Seccomp:       seccomp,
 		EngineSeccomp: engineSeccomp,
@@ -121,11 +132,17 @@ func NewCmdSandboxCreate(f *Factory, runF func(context.Context, *SandboxCreateOp
 		Use:   "create --workspace DIR [--image IMG] [--json]",
 		Short: "Create a sandbox for a directory and print its id",
 		Example: `  agent sandbox create --workspace ./repo
+  agent sandbox create -w ./repo --isolation runsc
   agent sandbox create -w ./repo --image agent/busybox:latest --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Workspace == "" {
 				return UsageErrorf("--workspace DIR is required")
+			}
+			if s, _ := cmd.Flags().GetString("isolation"); s != "" {
+				if _, err := sandbox.ParseIsolation(s); err != nil {
+					return UsageErrorf("--isolation: %v", err)
+				}
 			}
 			if s, _ := cmd.Flags().GetString("seccomp"); s != "" && s != "default" && s != "strict" {
 				return UsageErrorf("--seccomp %q must be default or strict", s)
@@ -147,10 +164,11 @@ func NewCmdSandboxCreate(f *Factory, runF func(context.Context, *SandboxCreateOp
 	fl.Float64("cpus", 0, "CPU limit in `CORES` (config sandbox.cpus)")
 	fl.Int64("pids", 0, "process limit, `N` (config sandbox.pids)")
 	fl.String("tmpfs", "", "`SIZE` of /tmp and the home tmpfs (config sandbox.tmpfs)")
-	fl.String("runtime", "", "OCI `RUNTIME`, e.g. runsc (config sandbox.runtime)")
+	fl.String("isolation", "", "`runc|runsc`: namespaces and seccomp (the default), or gVisor's user-space kernel (config sandbox.isolation)")
+	fl.String("runtime", "", "the engine's `NAME` of the runtime giving the isolation (config sandbox.runtime)")
 	fl.String("toolbox", "", "`PATH` of the agent-toolbox binary (config sandbox.toolbox)")
 	fl.String("seccomp", "", "seccomp profile, `strict|default`: the project's allowlist (the default) or the engine's (config sandbox.seccomp)")
-	for _, k := range []string{"image", "memory", "cpus", "pids", "tmpfs", "runtime", "toolbox", "seccomp"} {
+	for _, k := range []string{"image", "memory", "cpus", "pids", "tmpfs", "isolation", "runtime", "toolbox", "seccomp"} {
 		f.BindFlag("sandbox."+k, fl.Lookup(k))
 	}
 	return cmd

@@ -142,6 +142,9 @@ func TestSandboxBadInput(t *testing.T) {
 		{"exec without command", []string{"sandbox", "exec", id}, 2, "missing CMD..."},
 		{"bad label", []string{"sandbox", "create", "--workspace", ws, "--label", "novalue"}, 2, "KEY=VALUE"},
 		{"bad seccomp", []string{"sandbox", "create", "--workspace", ws, "--seccomp", "loose"}, 2, "default or strict"},
+		{"bad isolation", []string{"sandbox", "create", "--workspace", ws, "--isolation", "kata"}, 2, "runc"},
+		{"bad isolation for a task", []string{"task", "--isolation", "vm", "x"}, 2, "runsc"},
+		{"runtime runsc with isolation runc", []string{"sandbox", "create", "--workspace", ws, "--runtime", "runsc"}, 1, "sandbox.isolation: runsc"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := agentCLI(t, "", tc.args...)
@@ -176,6 +179,27 @@ func TestSandboxBadInput(t *testing.T) {
 	}
 	if r := agentCLI(t, "", "sandbox", "rm", id); r.code != 0 {
 		t.Errorf("rm of a stopped sandbox: %+v", r)
+	}
+}
+
+// Asking for gVisor from an engine without it is a clear error saying how
+// to register runsc, and creates nothing.
+func TestSandboxIsolationUnavailable(t *testing.T) {
+	label := sandboxEnv(t)
+	e := sandboxtest.RequireDocker(t)
+	if e.Offers(sandbox.IsolationRunsc, "") {
+		t.Skip("this engine offers runsc: nothing to refuse")
+	}
+	r := agentCLI(t, "", "sandbox", "create", "--workspace", t.TempDir(), "--isolation", "runsc", "--label", sandbox.LabelTest+"="+label)
+	want := "daemon.json"
+	if e.Podman {
+		want = "containers.conf"
+	}
+	if r.code != 1 || !strings.Contains(r.errOut, "isolation runsc") || !strings.Contains(r.errOut, want) || strings.Contains(r.errOut, "goroutine") {
+		t.Errorf("exit %d, stderr %q", r.code, r.errOut)
+	}
+	if cs := sandboxtest.Containers(t, sandboxtest.Client(t), label); len(cs) != 0 {
+		t.Errorf("containers left: %d", len(cs))
 	}
 }
 

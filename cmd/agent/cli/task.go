@@ -82,7 +82,8 @@ test command the agent ran passed, else it is kept and agent exits with
 status 3.`,
 		Example: `  agent task "add pagination to the users endpoint"
   agent task --llm script:demo/script.yaml --approve keep "fix the greeting"
-  agent task --approve merge-if-green --prompt-file task.md`,
+  agent task --approve merge-if-green --prompt-file task.md
+  agent task --isolation runsc "upgrade the parser"   # under gVisor`,
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := readPrompt(opts.IO, args, opts.PromptFile)
@@ -90,6 +91,11 @@ status 3.`,
 				return err
 			}
 			opts.Prompt = p
+			if opts.Run.Isolation != "" {
+				if _, err := sandbox.ParseIsolation(opts.Run.Isolation); err != nil {
+					return UsageErrorf("--isolation: %v", err)
+				}
+			}
 			opts.Run.changed(cmd)
 			// The repository's .agent/config.yaml applies, not the one of
 			// the directory agent was started in.
@@ -107,6 +113,7 @@ status 3.`,
 	fl.StringVar(&opts.Approve, "approve", approveAsk, "decision after review: `ask|merge|squash|merge-if-green|squash-if-green|keep|discard`")
 	_ = cmd.RegisterFlagCompletionFunc("approve", completeApprove)
 	fl.BoolVar(&opts.IncludeUncommitted, "include-uncommitted", false, "start from a snapshot of the checkout's uncommitted changes")
+	fl.StringVar(&opts.Run.Isolation, "isolation", "", "`runc|runsc`: run the task's sandboxes under runc (namespaces, seccomp) or gVisor; kept by continue, chat and shell (config sandbox.isolation)")
 	fl.StringVar(&opts.GPUs, "gpus", "", "give the task's sandbox NVIDIA GPUs for CUDA tests, `all|IDS` (ids like 0,1; default: none; shown in the review)")
 	fl.BoolVar(&opts.JSON, "json", false, "stream events as JSON lines on stdout; the last line is the result")
 	fl.BoolVar(&opts.Plan, "plan", false, "plan mode: the agent may only read until you approve its plan (needs a terminal)")
@@ -126,6 +133,9 @@ type RunFlags struct {
 	AllowHosts []string
 	// ShowThinking prints the model's thinking as it streams.
 	ShowThinking bool
+	// Isolation overrides sandbox.isolation when not empty (agent task
+	// --isolation; a continued task keeps the one in its record).
+	Isolation string
 }
 
 func (rf *RunFlags) add(cmd *cobra.Command) {
@@ -155,6 +165,9 @@ func (rf *RunFlags) apply(cfg *Config) {
 		cfg.Sandbox.Image = rf.Image
 	}
 	cfg.Sandbox.Egress = append(cfg.Sandbox.Egress, rf.AllowHosts...)
+	if rf.Isolation != "" {
+		cfg.Sandbox.Isolation = rf.Isolation
+	}
 }
 
 // projectDir is where a repository's .agent/config.yaml lives: the top of
