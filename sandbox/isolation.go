@@ -136,12 +136,12 @@ func (e *IsolationError) Error() string {
 	case e.Podman && e.Isolation == IsolationRunsc:
 		fmt.Fprintf(&b, "isolation runsc (gVisor) asked for, but the Podman service at %s runs every container with its default runtime %q (its Docker-compatible API ignores the runtime a request names): ", e.Host, e.Default)
 		b.WriteString(`start a Podman service for gVisor sandboxes whose containers.conf (CONTAINERS_CONF) has [engine] runtime = "runsc" and [engine.runtimes] runsc = ["/usr/local/bin/runsc-nonet"], a two-line script running ` +
-			"`exec /usr/bin/runsc --network=none \"$@\"`" + `, and point DOCKER_HOST at it (README: Isolation)`)
+			"`exec /usr/bin/runsc --network=none --host-uds=open \"$@\"`" + `, and point DOCKER_HOST at it (README: Isolation)`)
 	case e.Podman:
 		fmt.Fprintf(&b, "isolation %s asked for, but the Podman service at %s runs every container with its default runtime %q (its Docker-compatible API ignores the runtime a request names): pass --isolation runsc, or point DOCKER_HOST at a service whose default runtime is runc or crun", e.Isolation, e.Host, e.Default)
 	case e.Isolation == IsolationRunsc:
 		fmt.Fprintf(&b, "isolation runsc (gVisor) asked for, but the Docker engine at %s has no runtime %s (it has %s): install gVisor's runsc and register it in /etc/docker/daemon.json, ", e.Host, rt, strings.Join(e.Have, ", "))
-		b.WriteString(`"runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none"]}}, then restart Docker (README: Isolation); or use --isolation runc`)
+		b.WriteString(`"runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--host-uds=open"]}}, then restart Docker (README: Isolation); or use --isolation runc`)
 	default:
 		fmt.Fprintf(&b, "runtime %s is not registered with the Docker engine at %s (it has %s): add it to \"runtimes\" in /etc/docker/daemon.json and restart the engine, or unset sandbox.runtime", rt, e.Host, strings.Join(e.Have, ", "))
 	}

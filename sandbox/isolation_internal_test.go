@@ -49,7 +49,7 @@ func TestIsolationErrorAdvice(t *testing.T) {
 	docker := &Engine{Host: "unix:///run/docker.sock", DefaultRuntime: "runc", Runtimes: []string{"runc"}}
 	_, err := docker.checkIsolation(Spec{Isolation: IsolationRunsc})
 	var ie *IsolationError
-	if !errors.As(err, &ie) || !strings.Contains(err.Error(), `"runtimeArgs": ["--network=none"]`) || !strings.Contains(err.Error(), "daemon.json") {
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), `"runtimeArgs": ["--network=none", "--host-uds=open"]`) || !strings.Contains(err.Error(), "daemon.json") {
 		t.Errorf("docker without runsc: %v", err)
 	}
 	podman := &Engine{Host: "unix:///run/podman.sock", Podman: true, DefaultRuntime: "crun"}

@@ -339,7 +339,53 @@ func (d *doctor) engine(ctx context.Context) bool {
 	if engErr == nil && eng.SignalFreeze {
 		d.add("freeze", VerdictOK, "the engine cannot pause a container: sandboxes are frozen for host git steps by stopping their processes with signals from inside (docs/engines.md says what differs)", "")
 	}
+	d.isolation(ctx, info)
 	return true
+}
+
+// isolation reports which isolations the engine offers (Docker: its
+// registered runtimes; Podman: its default runtime only, since its
+// Docker-compatible API ignores the runtime a request names), whether the
+// runsc binary is on this machine, and whether the configured isolation
+// can run.
+func (d *doctor) isolation(ctx context.Context, info system.Info) {
+	e := &sandbox.Engine{Host: d.docker.DaemonHost(), DefaultRuntime: info.DefaultRuntime}
+	for name := range info.Runtimes {
+		e.Runtimes = append(e.Runtimes, name)
+	}
+	slices.Sort(e.Runtimes)
+	if v, err := d.docker.ServerVersion(ctx); err == nil {
+		for _, c := range v.Components {
+			if strings.HasPrefix(c.Name, "Podman") {
+				e.Podman = true
+			}
+		}
+	}
+	var offered []string
+	for _, i := range e.OfferedIsolations() {
+		offered = append(offered, string(i))
+	}
+	detail := "engine offers " + orDefault(strings.Join(offered, ", "), "none") + " (runtimes: " + strings.Join(e.Runtimes, ", ") + ", default " + e.DefaultRuntime + ")"
+	if e.Podman {
+		detail += "; Podman runs every container with its default runtime"
+	}
+	runsc, err := exec.LookPath("runsc")
+	if err == nil {
+		detail += "; runsc binary: " + runsc
+	} else {
+		detail += "; no runsc binary on this machine"
+	}
+	want, runtime := sandbox.IsolationRunc, ""
+	if d.cfg != nil {
+		want, _ = sandbox.ParseIsolation(d.cfg.Sandbox.Isolation)
+		runtime = d.cfg.Sandbox.Runtime
+	}
+	detail += "; configured: " + string(want)
+	if err := e.CheckIsolation(want, runtime); err != nil {
+		d.add("isolation", VerdictFail, detail, err.Error())
+		return
+	}
+	d.add("isolation", VerdictOK, detail, "")
 }
 
 func orDefault(s, def string) string {
