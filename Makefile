@@ -6,7 +6,7 @@ LDFLAGS   := -s -w -X github.com/localagent/agent/cmd/agent/cli.Version=$(VERSIO
 GOTEST    ?= $(GO) test
 TESTFLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: all deps build images test test-short test-env test-soak test-podman bench lint kube-check demo demo-python clean
+.PHONY: all deps build images test test-short test-env test-soak test-podman test-runsc bench lint kube-check demo demo-python clean
 
 all: build
 
@@ -46,6 +46,13 @@ test-soak: images
 # user `agentci` (AGENT_CI_USER) with subordinate id ranges.
 test-podman: images
 	sh scripts/podman-rootless-tests.sh
+
+# The sandbox suites (hardening, egress, freeze, tool sessions) with their
+# sandboxes under gVisor (isolation runsc), through a private rootful
+# Podman service whose default runtime is runsc; the Docker daemon's
+# configuration is left alone. Needs root; about two minutes.
+test-runsc: images
+	bash scripts/podman-runsc-tests.sh
 
 # Unit tests only: no Docker engine needed.
 test-short:

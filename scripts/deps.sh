@@ -14,6 +14,9 @@ set -euo pipefail
 # user namespace), catatonit, slirp4netns and runc run the sandbox suite
 # against rootless Podman (make test-podman).
 packages=(debootstrap busybox-static ca-certificates git make tmux podman uidmap catatonit slirp4netns runc)
+# runsc (gVisor) runs the sandbox suites under isolation runsc, through a
+# rootful Podman of the script's own (make test-runsc).
+packages+=(runsc)
 
 # dpkg-query answers for the exact package; `command -v` would miss
 # busybox-static behind a dynamic busybox.
