@@ -42,6 +42,11 @@ type BenchOptions struct {
 	Progress func(string)
 	// DockerCLI is the docker command for the baselines (default "docker").
 	DockerCLI string
+	// Isolation of the benchmark's sandboxes ("" = runc), and Runtime the
+	// engine's runtime name for it (Spec.Runtime); the docker run baseline
+	// names the same runtime on an engine that honours the name.
+	Isolation Isolation
+	Runtime   string
 }
 
 // Stats summarise one measured operation, in milliseconds.
@@ -75,6 +80,8 @@ type BenchReport struct {
 	Image      string `json:"image"`
 	Engine     string `json:"engine"`
 	Iterations int    `json:"iterations"`
+	// Isolation the sandboxes (and the docker run baseline) ran under.
+	Isolation Isolation `json:"isolation"`
 	// Ready is create -> first tool call answered.
 	Ready Stats `json:"sandbox_ready"`
 	// DockerRun is `docker run --rm --network none IMAGE true`.
@@ -115,7 +122,15 @@ func (e *Engine) Bench(ctx context.Context, opts BenchOptions) (BenchReport, err
 	if progress == nil {
 		progress = func(string) {}
 	}
-	rep := BenchReport{Image: opts.Image, Engine: e.ServerVersion, Iterations: opts.Iterations,
+	iso, err := ParseIsolation(string(opts.Isolation))
+	if err != nil {
+		return BenchReport{}, err
+	}
+	runtime, err := e.checkIsolation(Spec{Isolation: iso, Runtime: opts.Runtime})
+	if err != nil {
+		return BenchReport{}, err
+	}
+	rep := BenchReport{Image: opts.Image, Engine: e.ServerVersion, Iterations: opts.Iterations, Isolation: iso,
 		ReadyTarget: TargetReadyRatio, ReadFileTarget: TargetReadFileRatio}
 	docker, err := exec.LookPath(opts.DockerCLI)
 	if err != nil {
@@ -137,8 +152,11 @@ func (e *Engine) Bench(ctx context.Context, opts BenchOptions) (BenchReport, err
 		labels[k] = v
 	}
 	labels[LabelBench] = "true"
-	spec := Spec{Workspace: ws, Image: opts.Image, Toolbox: opts.Toolbox, Labels: labels}
+	spec := Spec{Workspace: ws, Image: opts.Image, Toolbox: opts.Toolbox, Labels: labels, Isolation: iso, Runtime: opts.Runtime}
 	runArgs := []string{"run", "--rm", "--network", "none", "--label", LabelManaged + "=" + ManagedValue, "--label", LabelBench + "=true"}
+	if runtime != "" {
+		runArgs = append(runArgs, "--runtime", runtime)
+	}
 	for k, v := range opts.Labels {
 		runArgs = append(runArgs, "--label", k+"="+v)
 	}

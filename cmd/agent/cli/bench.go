@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -25,6 +26,10 @@ type BenchOptions struct {
 	StartFiles []int
 	// Concurrent sandboxes at once, over Rounds rounds (0: skipped).
 	Concurrent, Rounds int
+	// Isolations are measured one after the other in the same run (none:
+	// the configured sandbox.isolation); with two, the report compares
+	// them.
+	Isolations []string
 }
 
 // benchReport is the JSON of `agent bench`: the sandbox and tool-call
@@ -34,6 +39,37 @@ type benchReport struct {
 	sandbox.BenchReport
 	TaskStart  *orchestrator.StartBenchReport `json:"task_start,omitempty"`
 	Concurrent *sandbox.ConcurrentReport      `json:"concurrent,omitempty"`
+	// ByIsolation holds one report per --isolation when more than one was
+	// measured (the first is also the top level); Compared sets the
+	// second's medians against the first's.
+	ByIsolation []sandbox.BenchReport `json:"by_isolation,omitempty"`
+	Compared    *isolationComparison  `json:"compared,omitempty"`
+}
+
+// isolationComparison is the second isolation's medians over the first's,
+// measured in the same run on the same engine.
+type isolationComparison struct {
+	Of         sandbox.Isolation `json:"of"`
+	Against    sandbox.Isolation `json:"against"`
+	Ready      float64           `json:"sandbox_ready"`
+	ReadFile   float64           `json:"read_file"`
+	BashTrue   float64           `json:"bash_true"`
+	FreezeThaw float64           `json:"freeze_thaw"`
+	DockerRun  float64           `json:"docker_run"`
+	DockerExec float64           `json:"docker_exec"`
+}
+
+func compareIsolations(a, b sandbox.BenchReport) *isolationComparison {
+	r := func(x, y float64) float64 {
+		if y == 0 {
+			return 0
+		}
+		return math.Round(x/y*100) / 100
+	}
+	return &isolationComparison{Of: b.Isolation, Against: a.Isolation,
+		Ready: r(b.Ready.MedianMS, a.Ready.MedianMS), ReadFile: r(b.ReadFile.MedianMS, a.ReadFile.MedianMS),
+		BashTrue: r(b.BashTrue.MedianMS, a.BashTrue.MedianMS), FreezeThaw: r(b.FreezeThaw.MedianMS, a.FreezeThaw.MedianMS),
+		DockerRun: r(b.DockerRun.MedianMS, a.DockerRun.MedianMS), DockerExec: r(b.DockerExec.MedianMS, a.DockerExec.MedianMS)}
 }
 
 // NewCmdBench builds `agent bench`.
@@ -47,7 +83,8 @@ func newCmdBench(f *Factory, runF func(context.Context, *BenchOptions) error) *c
 		Use:   "bench [--json] [--iterations N] [--image IMG]",
 		Short: "Measure sandbox and tool-call latency",
 		Example: `  agent bench
-  agent bench --json --iterations 50`,
+  agent bench --json --iterations 50
+  agent bench --isolation runc,runsc --concurrent 0 --start-files 0`,
 		Long: `Measure, in one run on this machine, the sandbox ready time (create ->
 first tool call answered) against 'docker run --rm --network none IMG true',
 and tool-call latency (read_file of a small file, 'true' through the bash
@@ -61,11 +98,21 @@ against 'git worktree add' + 'docker run'.
 
 Targets: read_file median <= 1/20 of docker exec; ready median <= 1.3x
 docker run; concurrent ready p95 <= 1.0x with no failure; task start on a
-big repository <= 0.25x.`,
+big repository <= 0.25x.
+
+With --isolation runc,runsc the sandbox and tool-call figures are measured
+under each isolation in turn, on the same engine in the same run, and the
+second is compared with the first (gVisor's cost). The concurrency and task
+start benchmarks use the first.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Iterations < 0 {
 				return UsageErrorf("--iterations must be positive")
+			}
+			for _, i := range opts.Isolations {
+				if _, err := sandbox.ParseIsolation(i); err != nil {
+					return UsageErrorf("--isolation: %v", err)
+				}
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -79,6 +126,7 @@ big repository <= 0.25x.`,
 	cmd.Flags().IntSliceVar(&opts.StartFiles, "start-files", []int{10_000, 100_000}, "sizes of the generated repositories timed from task start to first tool call (0: skip)")
 	cmd.Flags().IntVar(&opts.Concurrent, "concurrent", 16, "`N` sandboxes created at once in the concurrency benchmark (0: skip)")
 	cmd.Flags().IntVar(&opts.Rounds, "rounds", 5, "`N` rounds of the concurrency benchmark")
+	cmd.Flags().StringSliceVar(&opts.Isolations, "isolation", nil, "`runc|runsc[,...]`: isolations measured in turn and compared (default: sandbox.isolation)")
 	cmd.Flags().StringArrayVar(&opts.Labels, "label", nil, "extra label `KEY=VALUE` on every container the benchmark makes (repeatable)")
 	return cmd
 }
@@ -101,11 +149,35 @@ func benchRun(ctx context.Context, opts *BenchOptions) error {
 		return err
 	}
 	progress := func(s string) { fmt.Fprintln(opts.IO.ErrOut, "bench: "+s) }
-	rep, err := e.Bench(ctx, sandbox.BenchOptions{Image: opts.Image, Toolbox: tb, Iterations: opts.Iterations, Progress: progress, Labels: labels})
-	if err != nil {
-		return err
+	isolations := opts.Isolations
+	if len(isolations) == 0 {
+		isolations = []string{cfg.Sandbox.Isolation}
 	}
+	var reps []sandbox.BenchReport
+	for _, name := range isolations {
+		iso, err := sandbox.ParseIsolation(name)
+		if err != nil {
+			return err
+		}
+		runtime := cfg.Sandbox.Runtime
+		if string(iso) != cfg.Sandbox.Isolation {
+			// A configured runtime name belongs to the configured isolation.
+			runtime = ""
+		}
+		progress("isolation " + string(iso))
+		rep, err := e.Bench(ctx, sandbox.BenchOptions{Image: opts.Image, Toolbox: tb, Iterations: opts.Iterations, Progress: progress, Labels: labels,
+			Isolation: iso, Runtime: runtime})
+		if err != nil {
+			return err
+		}
+		reps = append(reps, rep)
+	}
+	rep := reps[0]
 	full := benchReport{BenchReport: rep}
+	if len(reps) > 1 {
+		full.ByIsolation = reps
+		full.Compared = compareIsolations(reps[0], reps[1])
+	}
 	if opts.Concurrent > 0 {
 		c, err := e.BenchConcurrent(ctx, sandbox.ConcurrentBenchOptions{Image: opts.Image, Toolbox: tb,
 			Sandboxes: opts.Concurrent, Rounds: opts.Rounds, Labels: labels, Progress: progress})
@@ -132,8 +204,17 @@ func benchRun(ctx context.Context, opts *BenchOptions) error {
 	if opts.JSON {
 		return writeJSON(opts.IO.Out, full)
 	}
-	if err := writeBenchTable(opts.IO.Out, rep); err != nil {
-		return err
+	for i, r := range reps {
+		if i > 0 {
+			fmt.Fprintln(opts.IO.Out)
+		}
+		if err := writeBenchTable(opts.IO.Out, r); err != nil {
+			return err
+		}
+	}
+	if c := full.Compared; c != nil {
+		fmt.Fprintf(opts.IO.Out, "\n%s / %s (medians, same engine, same run): sandbox ready %.2fx, read_file %.2fx, bash true %.2fx, freeze+thaw %.2fx; docker run %.2fx, docker exec %.2fx\n",
+			c.Of, c.Against, c.Ready, c.ReadFile, c.BashTrue, c.FreezeThaw, c.DockerRun, c.DockerExec)
 	}
 	return writeStartBench(opts.IO.Out, full)
 }
@@ -161,7 +242,7 @@ func writeStartBench(w io.Writer, r benchReport) error {
 }
 
 func writeBenchTable(w io.Writer, rep sandbox.BenchReport) error {
-	fmt.Fprintf(w, "image %s, engine %s, %d iterations\n\n", rep.Image, rep.Engine, rep.Iterations)
+	fmt.Fprintf(w, "image %s, engine %s, isolation %s, %d iterations\n\n", rep.Image, rep.Engine, rep.Isolation, rep.Iterations)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "operation\tn\tmedian ms\tp95 ms\t")
 	for _, r := range []struct {
