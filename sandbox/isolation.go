@@ -38,6 +38,29 @@ func ParseIsolation(s string) (Isolation, error) {
 	return "", fmt.Errorf("isolation %q: want runc (namespaces, seccomp: the default) or runsc (gVisor)", s)
 }
 
+// gVisor's default (ptrace) platform runs every sandbox process with host
+// threads of its own, about 8 to 10 of them measured here, plus a few dozen
+// for gVisor itself; the pids cgroup counts those host threads. A sandbox
+// under runsc therefore gets a pids cgroup this many times its process
+// limit (plus runscHostThreadsBase), and its own processes are bounded
+// inside gVisor's kernel by RLIMIT_NPROC, which there counts this sandbox's
+// processes only (the sandbox has a kernel of its own). With the plain
+// limit, a few dozen processes would exhaust the cgroup and end the whole
+// sandbox instead of failing one fork.
+const (
+	runscHostThreadsPerProcess = 16
+	runscHostThreadsBase       = 256
+)
+
+// PidsCgroupLimit is the pids cgroup limit of a sandbox with isolation i
+// whose processes are limited to pids.
+func PidsCgroupLimit(i Isolation, pids int64) int64 {
+	if i == IsolationRunsc {
+		return pids*runscHostThreadsPerProcess + runscHostThreadsBase
+	}
+	return pids
+}
+
 // DefaultRunscRuntime is the engine runtime name a runsc sandbox asks for
 // when Spec.Runtime names none.
 const DefaultRunscRuntime = "runsc"

@@ -60,3 +60,30 @@ func TestIsolationErrorAdvice(t *testing.T) {
 		t.Error("isolation kata accepted")
 	}
 }
+
+// Under runsc the request names gVisor's runtime, labels the isolation, and
+// bounds processes inside gVisor (RLIMIT_NPROC) with a pids cgroup wide
+// enough for gVisor's host threads; under runc the pids cgroup is the
+// limit itself and no nproc rlimit is set (it would count the uid's
+// processes across every container).
+func TestContainerConfigIsolation(t *testing.T) {
+	s := testSpec(t)
+	_, hc, err := containerConfig(s, UserChoice{UID: 1000, GID: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hc.Runtime != "" || *hc.PidsLimit != s.Limits.Pids || len(hc.Ulimits) != 0 || s.SandboxLabels(UserChoice{})[LabelIsolation] != "runc" {
+		t.Errorf("runc: runtime %q pids %d ulimits %v", hc.Runtime, *hc.PidsLimit, hc.Ulimits)
+	}
+	s.Isolation = IsolationRunsc
+	_, hc, err = containerConfig(s, UserChoice{UID: 1000, GID: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hc.Runtime != "runsc" || *hc.PidsLimit != s.Limits.Pids*16+256 || s.SandboxLabels(UserChoice{})[LabelIsolation] != "runsc" {
+		t.Errorf("runsc: runtime %q pids %d", hc.Runtime, *hc.PidsLimit)
+	}
+	if len(hc.Ulimits) != 1 || hc.Ulimits[0].Name != "nproc" || hc.Ulimits[0].Hard != s.Limits.Pids || hc.Ulimits[0].Soft != s.Limits.Pids {
+		t.Errorf("runsc: ulimits %+v, want nproc = %d", hc.Ulimits, s.Limits.Pids)
+	}
+}

@@ -328,7 +328,7 @@ func containerConfig(s Spec, user UserChoice) (*container.Config, *container.Hos
 	// from $TMPDIR). It takes nothing away: the workspace is writable and
 	// executable anyway; nosuid and no-new-privileges still hold.
 	tmpfsOpts := fmt.Sprintf("rw,exec,nosuid,nodev,size=%d", s.Limits.TmpfsBytes)
-	pids := s.Limits.Pids
+	pids := PidsCgroupLimit(s.Isolation, s.Limits.Pids)
 	// The toolbox is the container's init (it reaps orphans and ends on
 	// SIGTERM, so stop is fast), never the engine's docker-init: that one
 	// runs as the sandbox user, is dumpable, and a command that took it over
@@ -369,6 +369,10 @@ func containerConfig(s Spec, user UserChoice) (*container.Config, *container.Hos
 			{Type: mount.TypeBind, Source: s.Toolbox, Target: ToolboxPath, ReadOnly: true},
 		},
 		LogConfig: container.LogConfig{Type: "none"},
+	}
+	if s.Isolation == IsolationRunsc {
+		// gVisor's own process limit (see PidsCgroupLimit).
+		hc.Ulimits = append(hc.Ulimits, &container.Ulimit{Name: "nproc", Soft: s.Limits.Pids, Hard: s.Limits.Pids})
 	}
 	for _, m := range s.Mounts {
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})

@@ -20,7 +20,7 @@
 #
 # Usage: scripts/podman-runsc-tests.sh [go test -run pattern]
 set -euo pipefail
-RUN=${1:-'TestHardeningFromInside|TestEgress|TestFreezeStopsEveryProcess|TestConcurrentToolCalls|TestToolCancel|TestSessionDeathFallsBack|TestBashToolShell'}
+RUN=${1:-'TestHardeningFromInside|TestEgress|TestFreezeStopsEveryProcess|TestForkBombHitsPidsLimit|TestTimeoutKillsEverything|TestFloodOutputIsCapped|TestConcurrentToolCalls|TestToolCancel|TestSessionDeathFallsBack|TestBashToolShell'}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
 [ "$(id -u)" = 0 ] || { echo "podman-runsc-tests: run as root (a rootful Podman service)" >&2; exit 2; }
