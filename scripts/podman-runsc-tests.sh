@@ -18,9 +18,10 @@
 #
 # Needs root and Debian's podman, runc and runsc packages (scripts/deps.sh).
 #
-# Usage: scripts/podman-runsc-tests.sh [go test -run pattern]
+# Usage: scripts/podman-runsc-tests.sh [sandbox tests -run pattern [end-to-end tests -run pattern]]
 set -euo pipefail
 RUN=${1:-'TestHardeningFromInside|TestEgress|TestFreezeStopsEveryProcess|TestForkBombHitsPidsLimit|TestTimeoutKillsEverything|TestFloodOutputIsCapped|TestConcurrentToolCalls|TestToolCancel|TestSessionDeathFallsBack|TestBashToolShell'}
+E2E=${2:-'TestTaskKeepsIsolationEndToEnd'}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
 [ "$(id -u)" = 0 ] || { echo "podman-runsc-tests: run as root (a rootful Podman service)" >&2; exit 2; }
@@ -80,11 +81,16 @@ while [ ! -S "$SOCK" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 
 cd "$ROOT"
 go test -c -o "$WORK/sandbox.test" ./sandbox
+go test -c -o "$WORK/tests.test" ./tests
 echo "podman-runsc-tests: set up in $(($(date +%s) - start)) s"
 cd "$ROOT/sandbox"
 rc=0
 DOCKER_HOST="unix://$SOCK" AGENT_TEST_ISOLATION=runsc \
 	timeout 600 "$WORK/sandbox.test" -test.count=1 -test.timeout 9m -test.run "$RUN" -test.v || rc=$?
+# A task and its follow-up through the built binary, under gVisor.
+cd "$ROOT/tests"
+DOCKER_HOST="unix://$SOCK" AGENT_TEST_ISOLATION=runsc \
+	timeout 300 "$WORK/tests.test" -test.count=1 -test.timeout 4m -test.run "$E2E" -test.v || rc=$?
 if [ $rc -ne 0 ]; then
 	echo "--- Podman service log (tail)"
 	tail -20 "$WORK/svc.log"
