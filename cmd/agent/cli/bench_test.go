@@ -43,6 +43,9 @@ func TestBenchJSON(t *testing.T) {
 	if rep.ReadyVsDockerRun <= 0 || rep.ReadFileVsDockerExec <= 0 {
 		t.Errorf("ratios: %+v", rep)
 	}
+	if rep.Isolation != sandbox.IsolationRunc {
+		t.Errorf("isolation %q, want the configured runc", rep.Isolation)
+	}
 	t.Logf("ready %.2fx docker run, read_file 1/%.0f of docker exec", rep.ReadyVsDockerRun, 1/rep.ReadFileVsDockerExec)
 	if !strings.Contains(r.errOut, "bench:") {
 		t.Errorf("no progress on stderr: %q", r.errOut)
@@ -56,5 +59,34 @@ func TestBenchUsage(t *testing.T) {
 	r := agentCLI(t, "", "bench", "--iterations", "-1")
 	if r.code != 2 {
 		t.Errorf("negative iterations: %+v", r)
+	}
+	if r := agentCLI(t, "", "bench", "--isolation", "runc,kata"); r.code != 2 || !strings.Contains(r.errOut, "runsc") {
+		t.Errorf("bad isolation: %+v", r)
+	}
+}
+
+// Two isolations are measured in turn and compared (here the same one
+// twice, which every engine offers: the ratios are then about 1).
+func TestBenchComparesIsolations(t *testing.T) {
+	label := sandboxEnv(t)
+	r := agentCLI(t, "", "bench", "--json", "--iterations", "1", "--start-files", "0", "--concurrent", "0",
+		"--isolation", "runc,runc", "--label", sandbox.LabelTest+"="+label)
+	if r.code != 0 {
+		t.Fatalf("bench: exit %d: %s", r.code, r.errOut)
+	}
+	var full struct {
+		ByIsolation []sandbox.BenchReport `json:"by_isolation"`
+		Compared    map[string]any        `json:"compared"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &full); err != nil {
+		t.Fatalf("bench --json printed %q: %v", r.out, err)
+	}
+	if len(full.ByIsolation) != 2 || full.ByIsolation[1].Ready.N == 0 || full.Compared["of"] != "runc" {
+		t.Fatalf("reports %+v compared %v", full.ByIsolation, full.Compared)
+	}
+	for _, k := range []string{"sandbox_ready", "read_file", "bash_true"} {
+		if v, _ := full.Compared[k].(float64); v <= 0 {
+			t.Errorf("compared %s = %v", k, full.Compared[k])
+		}
 	}
 }
