@@ -385,7 +385,47 @@ func (d *doctor) isolation(ctx context.Context, info system.Info) {
 		d.add("isolation", VerdictFail, detail, err.Error())
 		return
 	}
+	if want == sandbox.IsolationRunsc && !e.Podman {
+		// Docker shows the flags it runs runsc with: without these two a
+		// sandbox fails to start here, or cannot reach the egress proxy.
+		name := runtime
+		if name == "" {
+			name = sandbox.DefaultRunscRuntime
+		}
+		if missing := missingRunscArgs(info.Runtimes[name].Args); len(missing) > 0 {
+			d.add("isolation", VerdictWarn, detail+"; runtime "+name+" runs without "+strings.Join(missing, " "),
+				`add them to its "runtimeArgs" in /etc/docker/daemon.json: ["--network=none", "--host-uds=open"] (README: Isolation)`)
+			return
+		}
+	}
 	d.add("isolation", VerdictOK, detail, "")
+}
+
+// missingRunscArgs lists the runsc flags a sandbox needs that args lack:
+// --network=none (sandboxes have no network, and gVisor's network stack
+// fails to start on some hosts) and --host-uds=open (the egress proxy's
+// socket). Both spellings of a flag count.
+func missingRunscArgs(args []string) []string {
+	var missing []string
+	for _, want := range []string{"--network=none", "--host-uds=open"} {
+		found := false
+		for _, a := range args {
+			if strings.TrimPrefix(a, "-") == strings.TrimPrefix(want, "-") || a == strings.TrimPrefix(want, "-") {
+				found = true
+			}
+		}
+		if want == "--host-uds=open" {
+			for _, a := range args {
+				if strings.HasSuffix(a, "host-uds=all") || strings.HasSuffix(a, "fsgofer-host-uds") {
+					found = true
+				}
+			}
+		}
+		if !found {
+			missing = append(missing, want)
+		}
+	}
+	return missing
 }
 
 func orDefault(s, def string) string {

@@ -134,3 +134,20 @@ func TestDoctorJSON(t *testing.T) {
 		t.Errorf("human output:\n%s", out)
 	}
 }
+
+func TestMissingRunscArgs(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "--network=none --host-uds=open"},
+		{[]string{"--network=none"}, "--host-uds=open"},
+		{[]string{"-network=none", "--host-uds=all"}, ""},
+		{[]string{"--network=none", "--fsgofer-host-uds"}, ""},
+		{[]string{"--network=host", "--host-uds=open"}, "--network=none"},
+	} {
+		if got := strings.Join(missingRunscArgs(c.args), " "); got != c.want {
+			t.Errorf("%q: missing %q, want %q", c.args, got, c.want)
+		}
+	}
+}
