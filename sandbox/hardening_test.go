@@ -166,7 +166,7 @@ func TestHardeningFromInspect(t *testing.T) {
 		}
 		t.Logf("NOT enforced on this engine (%s): memory %d, CPU %d; enforced for the toolbox's commands: RLIMIT_NPROC %d",
 			sandbox.NoCgroupLimitsReason, limits.MemoryBytes, limits.NanoCPUs, limits.Pids)
-	} else if hc.Memory != limits.MemoryBytes || hc.MemorySwap != limits.MemoryBytes || hc.NanoCPUs != limits.NanoCPUs || hc.PidsLimit == nil || *hc.PidsLimit != limits.Pids {
+	} else if hc.Memory != limits.MemoryBytes || hc.MemorySwap != limits.MemoryBytes || hc.NanoCPUs != limits.NanoCPUs || hc.PidsLimit == nil || *hc.PidsLimit != sandbox.PidsCgroupLimit(sandboxtest.Isolation(t), limits.Pids) {
 		t.Errorf("limits memory %d swap %d cpus %d pids %v", hc.Memory, hc.MemorySwap, hc.NanoCPUs, hc.PidsLimit)
 	}
 	if ins.Config.User == "" || strings.HasPrefix(ins.Config.User, "0") {

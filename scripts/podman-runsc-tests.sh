@@ -20,7 +20,7 @@
 #
 # Usage: scripts/podman-runsc-tests.sh [sandbox tests -run pattern [end-to-end tests -run pattern]]
 set -euo pipefail
-RUN=${1:-'TestHardeningFromInside|TestPrivilegeEscalationFails|TestToolboxCannotBeTakenOver|TestEgress|TestFreezeStopsEveryProcess|TestForkBombHitsPidsLimit|TestTimeoutKillsEverything|TestFloodOutputIsCapped|TestConcurrentToolCalls|TestToolCancel|TestSessionDeathFallsBack|TestBashToolShell'}
+RUN=${1:-'TestHardeningFromInside|TestHardeningFromInspect|TestPrivilegeEscalationFails|TestToolboxCannotBeTakenOver|TestEgress|TestFreezeStopsEveryProcess|TestForkBombHitsPidsLimit|TestTimeoutKillsEverything|TestFloodOutputIsCapped|TestConcurrentToolCalls|TestToolCancel|TestSessionDeathFallsBack|TestBashToolShell'}
 E2E=${2:-'TestTaskKeepsIsolationEndToEnd'}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
