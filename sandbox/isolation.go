@@ -65,9 +65,9 @@ func PidsCgroupLimit(i Isolation, pids int64) int64 {
 // when Spec.Runtime names none.
 const DefaultRunscRuntime = "runsc"
 
-// runtimeName is the engine runtime a sandbox of s asks for: Spec.Runtime,
-// or DefaultRunscRuntime for a runsc sandbox; "" is the engine's default.
-func (s Spec) runtimeName() string {
+// RuntimeName is the runtime a sandbox of s asks for: Spec.Runtime, or
+// DefaultRunscRuntime for a runsc sandbox; "" is the backend's default.
+func (s Spec) RuntimeName() string {
 	if s.Runtime == "" && s.Isolation == IsolationRunsc {
 		return DefaultRunscRuntime
 	}
@@ -130,7 +130,7 @@ func (e *Engine) CheckIsolation(i Isolation, runtime string) error {
 func (e *Engine) checkIsolation(s Spec) (string, error) {
 	rt, ok := e.resolveRuntime(s.Isolation, s.Runtime)
 	if !ok {
-		return "", &IsolationError{Isolation: s.Isolation, Runtime: s.runtimeName(), Host: e.Host, Podman: e.Podman,
+		return "", &IsolationError{Isolation: s.Isolation, Runtime: s.RuntimeName(), Host: e.Host, Podman: e.Podman,
 			Default: e.DefaultRuntime, Have: slices.Sorted(slices.Values(e.Runtimes))}
 	}
 	return rt, nil

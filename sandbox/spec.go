@@ -362,7 +362,7 @@ func containerConfig(s Spec, user UserChoice) (*container.Config, *container.Hos
 		// (cgroup v1 hosts, "shareable" ipc) differ.
 		IpcMode:      container.IPCModePrivate,
 		CgroupnsMode: container.CgroupnsModePrivate,
-		Runtime:      s.runtimeName(),
+		Runtime:      s.RuntimeName(),
 		// Only the workspace and the toolbox binary come from the host.
 		Mounts: []mount.Mount{
 			{Type: mount.TypeBind, Source: s.Workspace, Target: toolbox.WorkspaceRoot, ReadOnly: s.WorkspaceReadOnly},

@@ -127,7 +127,8 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	if err != nil {
 		return nil, err
 	}
-	rc, err := b.runtimeClass(s.Runtime)
+	// The isolation names the runtime too (runsc: gVisor's RuntimeClass).
+	rc, err := b.runtimeClass(s.RuntimeName())
 	if err != nil {
 		return nil, err
 	}

@@ -203,6 +203,35 @@ func TestCreateTimesOutAndRemovesThePod(t *testing.T) {
 	}
 }
 
+// Isolation runsc picks gVisor's RuntimeClass through the "runsc" entry.
+func TestCreateIsolationRunsc(t *testing.T) {
+	ctx := context.Background()
+	b, cs := newBackend(t, running)
+	b.opts.RuntimeClasses = map[string]string{"": "", "runsc": "gvisor"}
+	spec := baseSpec(t)
+	spec.Isolation = sandbox.IsolationRunsc
+	sb, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := cs.CoreV1().Pods("agents").Get(ctx, sb.ID, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc := pod.Spec.RuntimeClassName; rc == nil || *rc != "gvisor" {
+		t.Errorf("runtime class %v, want gvisor", rc)
+	}
+	// Control: runc isolation takes the default entry, no RuntimeClass.
+	sb, err = b.Create(ctx, baseSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, _ = cs.CoreV1().Pods("agents").Get(ctx, sb.ID, metav1.GetOptions{})
+	if rc := pod.Spec.RuntimeClassName; rc != nil && *rc != "" {
+		t.Errorf("runc isolation got runtime class %q", *rc)
+	}
+}
+
 func TestCreateRefusals(t *testing.T) {
 	ctx := context.Background()
 	b, _ := newBackend(t, running)
