@@ -36,9 +36,13 @@ chmod 755 "$WORK"
 P="podman --root $WORK/storage --runroot $WORK/run"
 export CONTAINERS_CONF="$WORK/containers.conf"
 cleanup() {
+	set +e
 	[ -f "$WORK/svc.pid" ] && kill "$(cat "$WORK/svc.pid")" 2>/dev/null || true
 	$P rm -af -t 0 >/dev/null 2>&1 || true
-	$P system reset -f >/dev/null 2>&1 || true
+	# Not `system reset`: it would also remove the machine's own rootful
+	# Podman networks.
+	$P rmi -af >/dev/null 2>&1 || true
+	{ grep -o " $WORK[^ ]*" /proc/self/mounts || true; } | sort -r | while read -r m; do umount "$m" 2>/dev/null || true; done
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
