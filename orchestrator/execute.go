@@ -218,6 +218,8 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 	// half-written tree.
 	var popErr error
 	var wg sync.WaitGroup
+	spec.Labels = withLabel(spec.Labels, sandbox.LabelUse, useTask)
+	var warm *sandbox.Sandbox
 	if !t.Populated {
 		u, err := sandboxUser(t.Worktree)
 		if err != nil {
@@ -228,14 +230,18 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 			sink.Emit(event.Event{Time: time.Now(), Kind: event.Notice, Task: t.ID,
 				Text: fmt.Sprintf("running as root: the sandbox runs as unprivileged %s and the worktree %s is handed to it", u, t.Worktree)})
 		}
+		// A warm sandbox takes the worktree while it is still empty.
+		warm = o.claimWarm(ctx, spec)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			popErr = o.populate(ctx, t, u)
 		}()
 	}
-	spec.Labels = withLabel(spec.Labels, sandbox.LabelUse, useTask)
-	sb, err := o.createSandbox(ctx, e, spec)
+	sb := warm
+	if sb == nil {
+		sb, err = o.createSandbox(ctx, e, spec)
+	}
 	wg.Wait()
 	if err == nil {
 		failpoint.Hit("task-sandbox-created")
@@ -274,8 +280,13 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 		t.Timings.Sandbox = time.Since(sstart).Milliseconds()
 		t.Timings.Ready = ready
 	})
+	from := ""
+	if warm != nil {
+		from = ", warm pool"
+	}
 	sink.Emit(event.Event{Time: time.Now(), Kind: event.Progress, Task: t.ID, State: "ready",
-		Text: fmt.Sprintf("sandbox %s ready (%s image) in %d ms", short(sb.ID), spec.Image, ready)})
+		Text: fmt.Sprintf("sandbox %s ready (%s image%s) in %d ms", short(sb.ID), spec.Image, from, ready)})
+	o.refillWarm()
 	return sb, nil
 }
 

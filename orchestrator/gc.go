@@ -54,6 +54,10 @@ type GCReport struct {
 	// RemovedWorktrees are worktrees of merged or discarded tasks whose
 	// removal had not finished (they held no uncommitted work).
 	RemovedWorktrees []string `json:"removed_worktrees"`
+	// RemovedPool are idle warm pool members that had to go (the pool is
+	// off, their image or toolbox changed, they stopped, or their state
+	// directory is gone).
+	RemovedPool []string `json:"removed_pool,omitempty"`
 	// RemovedSpares are spare checkouts (a cache of checked-out commits)
 	// and leftovers of spare checkouts a killed process was making.
 	RemovedSpares []string `json:"removed_spares,omitempty"`
@@ -108,6 +112,9 @@ func (o *Orchestrator) GC(ctx context.Context) (GCReport, error) {
 		// Belt and braces: the filter already asked for our label.
 		if sb.Labels[sandbox.LabelState] != o.stateID {
 			continue
+		}
+		if sb.Pool == sandbox.PoolIdle {
+			continue // the pool's own (gcPool below)
 		}
 		id := sb.Labels[sandbox.LabelTask]
 		if t, ok := byID[id]; ok && o.store.Alive(t.ID) {
@@ -213,6 +220,7 @@ func (o *Orchestrator) GC(ctx context.Context) (GCReport, error) {
 		}
 	}
 	rep.RemovedSpares = o.gcSpares()
+	rep.RemovedPool = o.gcPool(ctx)
 	return rep, nil
 }
 

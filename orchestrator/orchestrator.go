@@ -89,6 +89,9 @@ type Options struct {
 	// commit, made in the background for the next task on it) are kept at
 	// most; 0 makes none.
 	SpareCheckouts int
+	// Pool is how many started sandboxes are kept waiting per set of
+	// sandbox settings in use (see pool.go); 0 keeps none.
+	Pool int
 }
 
 // Orchestrator runs and manages tasks of one state directory.
@@ -98,8 +101,12 @@ type Orchestrator struct {
 	stateID string
 
 	engOnce sync.Once
-	eng     sandbox.Backend
+	eng     sandbox.Backend // rawEng with the pool's claims applied
+	rawEng  sandbox.Backend
 	engErr  error
+
+	poolOnce sync.Once
+	pool     *sandbox.Pool
 
 	spares spares
 }
@@ -142,6 +149,12 @@ func (o *Orchestrator) engine(ctx context.Context) (sandbox.Backend, error) {
 			return
 		}
 		o.eng, o.engErr = o.opts.Engine(ctx)
+		if o.engErr == nil && o.opts.StateDir != "" {
+			// Every lookup sees a claimed pool member as the sandbox
+			// of its task and worktree (see pool.go).
+			o.rawEng = o.eng
+			o.eng = sandbox.WithPoolClaims(o.eng, o.poolDir())
+		}
 	})
 	return o.eng, o.engErr
 }

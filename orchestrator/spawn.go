@@ -199,7 +199,11 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 		}
 	}
 	spec.User = u.String()
-	if sb, err = o.createSandbox(ctx, e, spec); err != nil {
+	if sb = o.claimWarm(ctx, spec); sb == nil {
+		sb, err = o.createSandbox(ctx, e, spec)
+	}
+	o.refillWarm()
+	if err != nil {
 		sb = nil
 		return stopped("creating the sub-agent's sandbox: %v", err)
 	}

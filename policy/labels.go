@@ -31,6 +31,13 @@ const (
 	LabelUse       = LabelPrefix + "use"       // "task", "sub-agent" or "shell"
 	LabelBench     = LabelPrefix + "bench"     // made by `agent bench`
 
+	// Warm pool members (sandbox.Pool): the pool they belong to, and what
+	// they were made from, so that one made from an older image or
+	// toolbox is never handed out.
+	LabelPool        = LabelPrefix + "pool"         // pool key
+	LabelPoolImage   = LabelPrefix + "pool.image"   // image id at create
+	LabelPoolToolbox = LabelPrefix + "pool.toolbox" // toolbox fingerprint
+
 	// Images.
 	LabelImage = LabelPrefix + "image" // which project image ("sandbox", ...)
 	LabelBuild = LabelPrefix + "build" // how it was built

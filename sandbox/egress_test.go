@@ -160,125 +160,132 @@ func startProxy(t *testing.T, dir, name string, pol policy.Egress) (*egress.Prox
 // other way out fails, and every attempt is logged.
 func TestEgressThroughProxy(t *testing.T) {
 	e := sandboxtest.RequireDocker(t)
-	c := sandboxtest.Client(t)
-	host, port := egressOrigin(t)
-	target := net.JoinHostPort(host, strconv.Itoa(port))
-	url := "http://" + target + "/"
+	sandboxtest.EachMode(t, e, func(t *testing.T, m *sandboxtest.Maker) {
+		c := sandboxtest.Client(t)
+		host, port := egressOrigin(t)
+		target := net.JoinHostPort(host, strconv.Itoa(port))
+		url := "http://" + target + "/"
 
-	// The socket directory; the ancestors made by TempDir are 0700, which
-	// the container never traverses (it sees only the bind mount).
-	dir := filepath.Join(t.TempDir(), "egress")
-	allowed, allowedLog := startProxy(t, dir, "allowed", policy.MustParseEgress(target))
+		// The socket directory; the ancestors made by TempDir are 0700, which
+		// the container never traverses (it sees only the bind mount).
+		dir := filepath.Join(t.TempDir(), "egress")
+		allowed, allowedLog := startProxy(t, dir, "allowed", policy.MustParseEgress(target))
 
-	// Made by Engine.Create, so the wiring is checked against the real
-	// hardened create request. Run as root, the sandbox gets NobodyUID,
-	// a uid other than the proxy's.
-	sb := sandboxtest.New(t, e, sandbox.Spec{EgressDir: allowed.Dir()})
-	uid, _, _ := strings.Cut(sb.User, ":")
-	waitListening(t, sb)
-
-	// Control: with a rule naming the server, proxy-aware wget fetches it,
-	// by plain proxying and through CONNECT.
-	out, code := shIn(t, sb, "id -u; timeout 20 wget -q -O - "+url)
-	if code != 0 || !strings.Contains(out, "origin-says-hello") || uid == "0" || !strings.HasPrefix(out, uid+"\n") {
-		t.Fatalf("allowed fetch through the proxy as uid %s: exit %d: %s", uid, code, out)
-	}
-	connect := fmt.Sprintf(`printf 'CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\nGET / HTTP/1.0\r\n\r\n' | nc 127.0.0.1 3128`, target, target)
-	if out, _ := shIn(t, sb, connect); !strings.Contains(out, "200 Connection established") || !strings.Contains(out, "origin-says-hello") {
-		t.Fatalf("allowed CONNECT through the forwarder: %s", out)
-	}
-
-	// A host not in the allowlist: 403 with the reason, before any lookup.
-	out, code = shIn(t, sb, "timeout 20 wget -q -O - http://not-allowed.invalid/ 2>&1")
-	if code == 0 || !strings.Contains(out, "403") {
-		t.Fatalf("fetch of a host not in the allowlist: exit %d: %s", code, out)
-	}
-	// A CONNECT back to the forwarder itself is loopback to the proxy.
-	if out, _ := shIn(t, sb, `printf 'CONNECT 127.0.0.1:3128 HTTP/1.1\r\nHost: x\r\n\r\n' | nc 127.0.0.1 3128`); !strings.Contains(out, "403") || !strings.Contains(out, "loopback") {
-		t.Fatalf("CONNECT to the forwarder's own address: %s", out)
-	}
-
-	// The mount is read-only: the sandbox cannot replace the socket.
-	// (gVisor checks permissions before the mount's read-only flag, so
-	// there the mount table says it.)
-	if out, code := shIn(t, sb, "touch /.agent/egress/x 2>&1 || rm -f /.agent/egress/proxy.sock 2>&1; ls -l /.agent/egress/proxy.sock; grep ' /.agent/egress ' /proc/mounts"); code != 0 ||
-		!strings.Contains(out, "Read-only") && (sandboxtest.Isolation(t) != sandbox.IsolationRunsc || !regexp.MustCompile(`(?m) /\.agent/egress \S+ ro[ ,]`).MatchString(out)) {
-		t.Fatalf("writing the egress mount: exit %d: %s", code, out)
-	}
-
-	// Bypassing the proxy: direct connections and DNS fail closed. The
-	// container has no route but loopback (no packet can leave it), and
-	// the host's 127.0.0.1 is not its 127.0.0.1.
-	if out, code := shIn(t, sb, "timeout 20 wget -Y off -q -O - "+url+" 2>&1"); code == 0 || strings.Contains(out, "origin-says-hello") {
-		t.Fatalf("direct fetch bypassing the proxy succeeded: %s", out)
-	}
-	// No IPv4 route at all (the table is just its header), and every IPv6
-	// route is on lo.
-	if out, _ := shIn(t, sb, "tail -n +2 /proc/net/route; grep -v ' lo$' /proc/net/ipv6_route; ls /sys/class/net"); strings.TrimSpace(out) != "lo" {
-		t.Fatalf("the sandbox has interfaces or routes beyond loopback:\n%s", out)
-	}
-	// DNS: the resolver named in /etc/resolv.conf (the engine writes a
-	// loopback one for a container with networking disabled, the host's
-	// for plain network none) cannot be reached either way.
-	if out, code := shIn(t, sb, "cat /etc/resolv.conf; nslookup example.com 2>&1"); code == 0 || !strings.Contains(out, "no servers could be reached") && !strings.Contains(out, "Network is unreachable") {
-		t.Fatalf("DNS lookup from the sandbox: exit %d: %s", code, out)
-	}
-	// Control for the bypass: the same direct fetch from a container that
-	// shares the host's network (the defence off) reaches the server.
-	// Under gVisor the engine's runtime is registered with --network=none
-	// for every container, so a container with the host's network cannot
-	// be made there: that control is the runc run's.
-	if sandboxtest.Isolation(t) == sandbox.IsolationRunsc {
-		t.Log("control with host networking skipped: the runsc runtime gives no container a network")
-	} else if out, code := sandboxtest.RunControl(t, c, &container.Config{}, &container.HostConfig{NetworkMode: "host"}, "timeout 20 wget -q -O - "+url); code != 0 || !strings.Contains(out, "origin-says-hello") {
-		t.Fatalf("control: direct fetch with host networking failed (exit %d): %s", code, out)
-	}
-
-	// The same server without a rule naming it: denied. The proxy is
-	// swapped under the same mounted directory, as a resumed orchestrator
-	// would restart it.
-	if err := allowed.Close(); err != nil {
-		t.Fatal(err)
-	}
-	other, otherLog := startProxy(t, dir, "other", policy.MustParseEgress("only.example"))
-	out, code = shIn(t, sb, "timeout 20 wget -q -O - "+url+" 2>&1")
-	if code == 0 || !strings.Contains(out, "403") || strings.Contains(out, "origin-says-hello") {
-		t.Fatalf("fetch of the server without its rule: exit %d: %s", code, out)
-	}
-
-	// An empty allowlist denies everything, CONNECT included.
-	if err := other.Close(); err != nil {
-		t.Fatal(err)
-	}
-	_, emptyLog := startProxy(t, dir, "empty", policy.Egress{})
-	if out, code := shIn(t, sb, "timeout 20 wget -q -O - "+url+" 2>&1"); code == 0 || !strings.Contains(out, "403") {
-		t.Fatalf("fetch with an empty allowlist: exit %d: %s", code, out)
-	}
-	if out, _ := shIn(t, sb, connect); !strings.Contains(out, "403") || !strings.Contains(out, "allowlist is empty") {
-		t.Fatalf("CONNECT with an empty allowlist: %s", out)
-	}
-
-	// Every attempt is in the logs, allowed and denied.
-	type want struct {
-		method, host string
-		allowed      bool
-	}
-	check := func(l egressLog, ws ...want) {
-		t.Helper()
-		recs := l.records()
-		if len(recs) != len(ws) {
-			t.Fatalf("%s: %d records; want %d: %+v", l.path, len(recs), len(ws), recs)
+		// Made by Engine.Create, so the wiring is checked against the real
+		// hardened create request. Run as root, the sandbox gets NobodyUID,
+		// a uid other than the proxy's.
+		sb := m.New(t, sandbox.Spec{EgressDir: allowed.Dir()})
+		// A sandbox with egress never comes from the pool: the socket
+		// directory is the task's, so it is made fresh in either mode.
+		if sb.Pool != "" {
+			t.Fatalf("a sandbox with an egress socket came from the pool (%s)", sb.Pool)
 		}
-		for i, w := range ws {
-			r := recs[i]
-			if r.Method != w.method || r.Host != w.host || r.Allowed != w.allowed || r.Reason == "" {
-				t.Errorf("%s record %d = %+v; want %+v", l.path, i, r, w)
+		uid, _, _ := strings.Cut(sb.User, ":")
+		waitListening(t, sb)
+
+		// Control: with a rule naming the server, proxy-aware wget fetches it,
+		// by plain proxying and through CONNECT.
+		out, code := shIn(t, sb, "id -u; timeout 20 wget -q -O - "+url)
+		if code != 0 || !strings.Contains(out, "origin-says-hello") || uid == "0" || !strings.HasPrefix(out, uid+"\n") {
+			t.Fatalf("allowed fetch through the proxy as uid %s: exit %d: %s", uid, code, out)
+		}
+		connect := fmt.Sprintf(`printf 'CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\nGET / HTTP/1.0\r\n\r\n' | nc 127.0.0.1 3128`, target, target)
+		if out, _ := shIn(t, sb, connect); !strings.Contains(out, "200 Connection established") || !strings.Contains(out, "origin-says-hello") {
+			t.Fatalf("allowed CONNECT through the forwarder: %s", out)
+		}
+
+		// A host not in the allowlist: 403 with the reason, before any lookup.
+		out, code = shIn(t, sb, "timeout 20 wget -q -O - http://not-allowed.invalid/ 2>&1")
+		if code == 0 || !strings.Contains(out, "403") {
+			t.Fatalf("fetch of a host not in the allowlist: exit %d: %s", code, out)
+		}
+		// A CONNECT back to the forwarder itself is loopback to the proxy.
+		if out, _ := shIn(t, sb, `printf 'CONNECT 127.0.0.1:3128 HTTP/1.1\r\nHost: x\r\n\r\n' | nc 127.0.0.1 3128`); !strings.Contains(out, "403") || !strings.Contains(out, "loopback") {
+			t.Fatalf("CONNECT to the forwarder's own address: %s", out)
+		}
+
+		// The mount is read-only: the sandbox cannot replace the socket.
+		// (gVisor checks permissions before the mount's read-only flag, so
+		// there the mount table says it.)
+		if out, code := shIn(t, sb, "touch /.agent/egress/x 2>&1 || rm -f /.agent/egress/proxy.sock 2>&1; ls -l /.agent/egress/proxy.sock; grep ' /.agent/egress ' /proc/mounts"); code != 0 ||
+			!strings.Contains(out, "Read-only") && (sandboxtest.Isolation(t) != sandbox.IsolationRunsc || !regexp.MustCompile(`(?m) /\.agent/egress \S+ ro[ ,]`).MatchString(out)) {
+			t.Fatalf("writing the egress mount: exit %d: %s", code, out)
+		}
+
+		// Bypassing the proxy: direct connections and DNS fail closed. The
+		// container has no route but loopback (no packet can leave it), and
+		// the host's 127.0.0.1 is not its 127.0.0.1.
+		if out, code := shIn(t, sb, "timeout 20 wget -Y off -q -O - "+url+" 2>&1"); code == 0 || strings.Contains(out, "origin-says-hello") {
+			t.Fatalf("direct fetch bypassing the proxy succeeded: %s", out)
+		}
+		// No IPv4 route at all (the table is just its header), and every IPv6
+		// route is on lo.
+		if out, _ := shIn(t, sb, "tail -n +2 /proc/net/route; grep -v ' lo$' /proc/net/ipv6_route; ls /sys/class/net"); strings.TrimSpace(out) != "lo" {
+			t.Fatalf("the sandbox has interfaces or routes beyond loopback:\n%s", out)
+		}
+		// DNS: the resolver named in /etc/resolv.conf (the engine writes a
+		// loopback one for a container with networking disabled, the host's
+		// for plain network none) cannot be reached either way.
+		if out, code := shIn(t, sb, "cat /etc/resolv.conf; nslookup example.com 2>&1"); code == 0 || !strings.Contains(out, "no servers could be reached") && !strings.Contains(out, "Network is unreachable") {
+			t.Fatalf("DNS lookup from the sandbox: exit %d: %s", code, out)
+		}
+		// Control for the bypass: the same direct fetch from a container that
+		// shares the host's network (the defence off) reaches the server.
+		// Under gVisor the engine's runtime is registered with --network=none
+		// for every container, so a container with the host's network cannot
+		// be made there: that control is the runc run's.
+		if sandboxtest.Isolation(t) == sandbox.IsolationRunsc {
+			t.Log("control with host networking skipped: the runsc runtime gives no container a network")
+		} else if out, code := sandboxtest.RunControl(t, c, &container.Config{}, &container.HostConfig{NetworkMode: "host"}, "timeout 20 wget -q -O - "+url); code != 0 || !strings.Contains(out, "origin-says-hello") {
+			t.Fatalf("control: direct fetch with host networking failed (exit %d): %s", code, out)
+		}
+
+		// The same server without a rule naming it: denied. The proxy is
+		// swapped under the same mounted directory, as a resumed orchestrator
+		// would restart it.
+		if err := allowed.Close(); err != nil {
+			t.Fatal(err)
+		}
+		other, otherLog := startProxy(t, dir, "other", policy.MustParseEgress("only.example"))
+		out, code = shIn(t, sb, "timeout 20 wget -q -O - "+url+" 2>&1")
+		if code == 0 || !strings.Contains(out, "403") || strings.Contains(out, "origin-says-hello") {
+			t.Fatalf("fetch of the server without its rule: exit %d: %s", code, out)
+		}
+
+		// An empty allowlist denies everything, CONNECT included.
+		if err := other.Close(); err != nil {
+			t.Fatal(err)
+		}
+		_, emptyLog := startProxy(t, dir, "empty", policy.Egress{})
+		if out, code := shIn(t, sb, "timeout 20 wget -q -O - "+url+" 2>&1"); code == 0 || !strings.Contains(out, "403") {
+			t.Fatalf("fetch with an empty allowlist: exit %d: %s", code, out)
+		}
+		if out, _ := shIn(t, sb, connect); !strings.Contains(out, "403") || !strings.Contains(out, "allowlist is empty") {
+			t.Fatalf("CONNECT with an empty allowlist: %s", out)
+		}
+
+		// Every attempt is in the logs, allowed and denied.
+		type want struct {
+			method, host string
+			allowed      bool
+		}
+		check := func(l egressLog, ws ...want) {
+			t.Helper()
+			recs := l.records()
+			if len(recs) != len(ws) {
+				t.Fatalf("%s: %d records; want %d: %+v", l.path, len(recs), len(ws), recs)
+			}
+			for i, w := range ws {
+				r := recs[i]
+				if r.Method != w.method || r.Host != w.host || r.Allowed != w.allowed || r.Reason == "" {
+					t.Errorf("%s record %d = %+v; want %+v", l.path, i, r, w)
+				}
 			}
 		}
-	}
-	check(allowedLog,
-		want{"GET", host, true}, want{"CONNECT", host, true},
-		want{"GET", "not-allowed.invalid", false}, want{"CONNECT", "127.0.0.1", false})
-	check(otherLog, want{"GET", host, false})
-	check(emptyLog, want{"GET", host, false}, want{"CONNECT", host, false})
+		check(allowedLog,
+			want{"GET", host, true}, want{"CONNECT", host, true},
+			want{"GET", "not-allowed.invalid", false}, want{"CONNECT", "127.0.0.1", false})
+		check(otherLog, want{"GET", host, false})
+		check(emptyLog, want{"GET", host, false}, want{"CONNECT", host, false})
+	})
 }

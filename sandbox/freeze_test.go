@@ -22,7 +22,7 @@ import (
 func TestFreezeStopsEveryProcess(t *testing.T) {
 	e := sandboxtest.RequireDocker(t)
 	t.Logf("signal freeze: %v (engine %s, rootless %v, cgroup v%s)", e.SignalFreeze, e.ServerVersion, e.Rootless, e.CgroupVersion)
-	freezeStopsEveryProcess(t, e)
+	sandboxtest.EachMode(t, e, func(t *testing.T, m *sandboxtest.Maker) { freezeStopsEveryProcessIn(t, m) })
 }
 
 // TestSignalFreezeStopsEveryProcess is the same with the freeze an engine
@@ -36,7 +36,12 @@ func TestSignalFreezeStopsEveryProcess(t *testing.T) {
 }
 
 func freezeStopsEveryProcess(t *testing.T, e *sandbox.Engine) {
-	sb := sandboxtest.New(t, e, sandbox.Spec{})
+	freezeStopsEveryProcessIn(t, sandboxtest.FreshMaker(e))
+}
+
+func freezeStopsEveryProcessIn(t *testing.T, m *sandboxtest.Maker) {
+	e := m.Engine()
+	sb := m.New(t, sandbox.Spec{})
 	ctx := t.Context()
 	if _, err := sb.Tool(ctx, toolbox.OpPing, nil); err != nil {
 		t.Fatal(err)

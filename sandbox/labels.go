@@ -35,6 +35,12 @@ const (
 	LabelTest = policy.LabelTest
 	// LabelBench marks containers made by `agent bench`.
 	LabelBench = policy.LabelBench
+	// LabelPool is the key of the warm pool a member belongs to (see
+	// Pool); LabelPoolImage and LabelPoolToolbox record the image id and
+	// toolbox it was made from.
+	LabelPool        = policy.LabelPool
+	LabelPoolImage   = policy.LabelPoolImage
+	LabelPoolToolbox = policy.LabelPoolToolbox
 )
 
 // Label values.

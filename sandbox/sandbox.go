@@ -37,6 +37,9 @@ type Sandbox struct {
 	// Notice says what Create did to the host beyond creating the container
 	// (e.g. handing the workspace to an unprivileged uid); empty otherwise.
 	Notice string `json:"notice,omitempty"`
+	// Pool is PoolIdle or PoolClaimed for a member of a warm pool (see
+	// Pool) when the lookup knew its pool directory; "" otherwise.
+	Pool string `json:"pool,omitempty"`
 
 	drv Driver // the backend's operations on this sandbox (see Bind)
 

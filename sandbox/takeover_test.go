@@ -45,12 +45,12 @@ var aliveRE = regexp.MustCompile(`alive=(\d+),(\d+)`)
 // toolbox, pid 1) from a bash call, and then, in a later call (after the
 // first call's process group was killed and its orphans swept), reports
 // whether the attacker's loop still runs and what pid 1 is.
-func takeover(t *testing.T, e *sandbox.Engine, spec sandbox.Spec, mode string) (probe toolbox.Response, survived bool, init string) {
+func takeover(t *testing.T, mk *sandboxtest.Maker, spec sandbox.Spec, mode string) (probe toolbox.Response, survived bool, init string) {
 	t.Helper()
 	ws := t.TempDir()
 	buildTakeover(t, ws)
 	spec.Workspace = ws
-	sb := sandboxtest.New(t, e, spec)
+	sb := mk.New(t, spec)
 	probe = sh(t, sb, "/workspace/takeover "+mode+" 1 '"+attackerLoop+"'")
 	time.Sleep(300 * time.Millisecond)
 	r := sh(t, sb, `a=$(cat /tmp/alive 2>/dev/null | wc -l); sleep 1; b=$(cat /tmp/alive 2>/dev/null | wc -l); `+
@@ -72,6 +72,10 @@ func takeover(t *testing.T, e *sandbox.Engine, spec sandbox.Spec, mode string) (
 // attacker's loop replaces the sandbox's init and runs on after the call.
 func TestToolboxCannotBeTakenOver(t *testing.T) {
 	e := sandboxtest.RequireDocker(t)
+	sandboxtest.EachMode(t, e, func(t *testing.T, mk *sandboxtest.Maker) { toolboxTakeover(t, mk) })
+}
+
+func toolboxTakeover(t *testing.T, mk *sandboxtest.Maker) {
 	for _, tc := range []struct {
 		name, mode string
 		spec       sandbox.Spec
@@ -81,7 +85,7 @@ func TestToolboxCannotBeTakenOver(t *testing.T) {
 		{"/proc/PID/mem under the project's profile", "mem", sandbox.Spec{}, "permission denied"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			probe, survived, init := takeover(t, e, tc.spec, tc.mode)
+			probe, survived, init := takeover(t, mk, tc.spec, tc.mode)
 			if !strings.Contains(probe.Output, "TAKEOVER-FAILED") || !strings.Contains(probe.Output, tc.refusal) || survived {
 				t.Errorf("attack on the toolbox: probe %q, attacker's loop still running: %v", probe.Output, survived)
 			}
@@ -91,7 +95,7 @@ func TestToolboxCannotBeTakenOver(t *testing.T) {
 
 			spec := tc.spec
 			spec.Toolbox = sandboxtest.InsecureToolbox(t)
-			probe, survived, init = takeover(t, e, spec, tc.mode)
+			probe, survived, init = takeover(t, mk, spec, tc.mode)
 			if sandboxtest.Isolation(t) == sandbox.IsolationRunsc {
 				// gVisor's kernel refuses ptrace and /proc/PID/mem of an
 				// ancestor (its default ptrace scope) even when it is

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -319,4 +320,117 @@ func RunControl(t testing.TB, c *client.Client, cfg *container.Config, hc *conta
 		t.Fatalf("control container logs: %v", err)
 	}
 	return out.String(), code
+}
+
+// Mode is how a Maker makes sandboxes: Fresh ones with Engine.Create, or
+// Pooled ones claimed from a warm pool (sandbox.Pool) made for the same
+// spec. Security tests run in every mode (EachMode), so that a pooled
+// sandbox is shown to pass exactly what a fresh one passes.
+type Mode string
+
+// Modes.
+const (
+	Fresh  Mode = "fresh"
+	Pooled Mode = "pooled"
+)
+
+// Maker makes the sandboxes of one test in one Mode.
+type Maker struct {
+	Mode Mode
+	e    *sandbox.Engine
+	pool *sandbox.Pool
+}
+
+// EachMode runs f as a subtest per Mode, with a Maker of that mode.
+func EachMode(t *testing.T, e *sandbox.Engine, f func(t *testing.T, m *Maker)) {
+	for _, mode := range []Mode{Fresh, Pooled} {
+		t.Run(string(mode), func(t *testing.T) {
+			m := &Maker{Mode: mode, e: e}
+			if mode == Pooled {
+				p, err := sandbox.NewPool(e, filepath.Join(t.TempDir(), "pool"), 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m.pool = p
+				t.Cleanup(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					p.WaitRefills()
+					members, _ := p.Members(ctx)
+					for _, sb := range members {
+						_ = e.Remove(ctx, sb.ID)
+					}
+				})
+			}
+			f(t, m)
+		})
+	}
+}
+
+// FreshMaker is a Fresh maker over e.
+func FreshMaker(e *sandbox.Engine) *Maker { return &Maker{Mode: Fresh, e: e} }
+
+// Engine is the maker's engine.
+func (m *Maker) Engine() *sandbox.Engine { return m.e }
+
+// Pool is the pool of a Pooled maker (nil for Fresh).
+func (m *Maker) Pool() *sandbox.Pool { return m.pool }
+
+// Lookup is the backend lookups go through: for Pooled, the engine with
+// the pool's claims applied (as the orchestrator sees it).
+func (m *Maker) Lookup() sandbox.Backend {
+	if m.pool == nil {
+		return m.e
+	}
+	return sandbox.WithPoolClaims(m.e, m.pool.Dir())
+}
+
+// New makes a sandbox as sandboxtest.New does, in the maker's mode: a
+// Pooled maker first fills its pool for spec, then claims the member for
+// spec's workspace, and fails the test when the claim does not come from
+// the pool. A spec the pool refuses (sandbox.ErrNotPoolable) gets a fresh
+// sandbox, as the orchestrator does; its Pool field is then empty.
+func (m *Maker) New(t testing.TB, spec sandbox.Spec) *sandbox.Sandbox {
+	t.Helper()
+	if m.pool == nil {
+		return New(t, m.e, spec)
+	}
+	if spec.Workspace == "" {
+		spec.Workspace = t.TempDir()
+	}
+	if spec.Image == "" {
+		spec.Image = BusyboxImage
+	}
+	if spec.Toolbox == "" {
+		spec.Toolbox = Toolbox(t)
+	}
+	labels := map[string]string{sandbox.LabelTest: TestLabel(t)}
+	for k, v := range spec.Labels {
+		labels[k] = v
+	}
+	spec.Labels = labels
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := m.pool.Fill(ctx, spec); err != nil {
+		if errors.Is(err, sandbox.ErrNotPoolable) {
+			t.Logf("not pooled (%v): a fresh sandbox", err)
+			return New(t, m.e, spec)
+		}
+		t.Fatalf("filling the pool: %v", err)
+	}
+	sb, err := m.pool.Claim(ctx, spec)
+	if err != nil {
+		t.Fatalf("claiming a pooled sandbox: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := sb.Remove(ctx); err != nil {
+			t.Errorf("removing sandbox %s: %v", sb.ID, err)
+		}
+	})
+	if sb.Pool != sandbox.PoolClaimed {
+		t.Fatalf("claimed sandbox %s is not marked as a pool member", sb.ID)
+	}
+	return sb
 }
