@@ -13,3 +13,9 @@ func WithoutFrameChecks(e *Engine) {
 // inside (the toolbox's freeze mode), as it does on an engine without a
 // cgroup freezer, so that the freeze tests cover it under Docker too.
 func UseSignalFreeze(e *Engine) { e.SignalFreeze = true }
+
+// WithoutExclusiveClaims makes p write claim records over existing ones
+// and trust its own listing of unclaimed members, as a pool without the
+// exclusive claim record would. The race tests use it for their control
+// runs only.
+func WithoutExclusiveClaims(p *Pool) { p.overwriteClaims = true }
