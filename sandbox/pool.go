@@ -344,7 +344,14 @@ func (p *Pool) take(ctx context.Context, sb *Sandbox, key string, s Spec, user U
 	}
 	// The member is this claimer's now: from here on a failure removes
 	// it, it never goes back to the pool.
-	sb.openAsync()
+	// A member made by another process has no session here yet: open
+	// it while the workspace moves (one this process made has its own).
+	sb.mu.Lock()
+	alive := sb.sess != nil && sb.sess.alive()
+	sb.mu.Unlock()
+	if !alive {
+		sb.openAsync()
+	}
 	if err := bindSlot(slot, s); err != nil {
 		_ = sb.Remove(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("handing the workspace %s to a warm sandbox: %w", s.Workspace, err)
