@@ -171,6 +171,10 @@ func NewAgentEnv(t testing.TB, c *client.Client) *AgentEnv {
 		"AGENT_STATE_DIR="+e.StateDir,
 		"XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
 		"AGENT_SANDBOX_IMAGE=agent/busybox:latest",
+		// No warm pool unless a test asks for one: its idle sandboxes
+		// would outlive each command (tests that count containers rely
+		// on none); TestTaskWarmPool turns it on.
+		"AGENT_SANDBOX_POOL=0",
 	)
 	if c != nil {
 		RemoveLabelledOnCleanup(t, c, e.Label)

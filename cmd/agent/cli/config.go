@@ -81,6 +81,10 @@ type SandboxConfig struct {
 	// ahead of time, which the next task on it takes over instead of
 	// writing every file) are kept; 0 makes none.
 	SpareCheckouts int `mapstructure:"spare_checkouts"`
+	// Pool is how many started sandboxes wait, per set of sandbox
+	// settings in use, for the next task or sub-agent to claim; 0 keeps
+	// none.
+	Pool int `mapstructure:"pool"`
 }
 
 // LLMConfig configures the model endpoint and the managed llama-server.
@@ -182,6 +186,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("sandbox.shell", "")
 	v.SetDefault("sandbox.egress", []string{})
 	v.SetDefault("sandbox.spare_checkouts", 1)
+	v.SetDefault("sandbox.pool", 2)
 	v.SetDefault("llm.url", "")
 	v.SetDefault("llm.api_key", "")
 	v.SetDefault("llm.model", "")

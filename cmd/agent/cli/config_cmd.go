@@ -22,6 +22,7 @@ var keyDocs = map[string]string{
 	"sandbox.tmpfs":             "size of /tmp and the home tmpfs",
 	"sandbox.disk":              "bound of a task's workspace on disk (0: none)",
 	"sandbox.spare_checkouts":   "ready-made checkouts kept per commit so the next task on it starts at once (0: none)",
+	"sandbox.pool":              "started sandboxes kept waiting per image and settings in use, claimed by the next task or sub-agent (0: none)",
 	"sandbox.min_free":          "free space the state directory must keep while a task runs (0: none)",
 	"sandbox.gpu_reserve":       "free GPU memory the model server keeps on a GPU task --gpus shares (0: no check)",
 	"sandbox.toolbox":           "path of agent-toolbox (default: next to agent)",

@@ -288,6 +288,9 @@ type sandboxJSON struct {
 	Created   time.Time         `json:"created"`
 	Labels    map[string]string `json:"labels"`
 	Notice    string            `json:"notice"`
+	// Pool is "idle" or "claimed" for a warm pool member of this state
+	// directory.
+	Pool string `json:"pool,omitempty"`
 }
 
 func newSandboxJSON(sb *sandbox.Sandbox) sandboxJSON {
@@ -296,7 +299,7 @@ func newSandboxJSON(sb *sandbox.Sandbox) sandboxJSON {
 		labels = map[string]string{}
 	}
 	return sandboxJSON{ID: sb.ID, Name: sb.Name, Image: sb.Image, Workspace: sb.Workspace, User: sb.User,
-		State: sb.State, Created: sb.Created, Labels: labels, Notice: sb.Notice}
+		State: sb.State, Created: sb.Created, Labels: labels, Notice: sb.Notice, Pool: sb.Pool}
 }
 
 // imageJSON is one project image (images list --json); id, size,

@@ -478,9 +478,15 @@ func NewCmdSandboxList(f *Factory, runF func(context.Context, *SandboxListOption
 }
 
 func sandboxListRun(ctx context.Context, opts *SandboxListOptions) error {
-	e, err := sandboxEngine(ctx, opts.Factory)
+	raw, err := sandboxEngine(ctx, opts.Factory)
 	if err != nil {
 		return err
+	}
+	// Warm pool members of this state directory show as idle, or with
+	// the workspace and task they were claimed for.
+	var e sandbox.Backend = raw
+	if cfg, err := opts.Factory.Config(); err == nil && cfg.StateDir != "" {
+		e = sandbox.WithPoolClaims(raw, orchestrator.PoolDir(cfg.StateDir))
 	}
 	list, err := e.List(ctx, sandbox.ListOptions{})
 	if err != nil {
@@ -494,9 +500,13 @@ func sandboxListRun(ctx context.Context, opts *SandboxListOptions) error {
 		return writeJSON(opts.IO.Out, map[string]any{"sandboxes": out})
 	}
 	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tIMAGE\tUSER\tCREATED\tWORKSPACE")
+	fmt.Fprintln(tw, "ID\tSTATE\tPOOL\tIMAGE\tUSER\tCREATED\tWORKSPACE")
 	for _, sb := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", shortID(sb.ID), sb.State, termtext.Line(sb.Image), sb.User, age(sb.Created)+" ago", termtext.Path(sb.Workspace))
+		pool := sb.Pool
+		if pool == "" {
+			pool = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortID(sb.ID), sb.State, pool, termtext.Line(sb.Image), sb.User, age(sb.Created)+" ago", termtext.Path(sb.Workspace))
 	}
 	return tw.Flush()
 }

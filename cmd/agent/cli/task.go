@@ -255,6 +255,7 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 		Unsafe:          unsafeFromEnv(f),
 
 		SpareCheckouts: cfg.Sandbox.SpareCheckouts,
+		Pool:           cfg.Sandbox.Pool,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -321,6 +322,8 @@ func taskRun(ctx context.Context, opts *TaskOptions) (err error) {
 		return err
 	}
 	defer r.Close()
+	// The pool refill started once the sandbox was ready ends before exit.
+	defer o.WaitPool()
 	gpuNote, err := gpuMemoryCheck(ctx, opts.GPUs, cfg.Sandbox.GPUReserve, func(ctx context.Context) (*llamaserver.Status, error) {
 		m, err := llmManager(opts.Factory, nil)
 		if err != nil {

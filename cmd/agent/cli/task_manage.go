@@ -686,7 +686,7 @@ func gcRun(ctx context.Context, opts *GCOptions) error {
 	if opts.JSON {
 		return writeJSON(opts.IO.Out, map[string]any{
 			"interrupted": nonNil(rep.Interrupted), "removed_containers": nonNil(rep.RemovedContainers),
-			"removed_worktrees": nonNil(rep.RemovedWorktrees), "kept": nonNil(rep.Kept)})
+			"removed_worktrees": nonNil(rep.RemovedWorktrees), "removed_pool": nonNil(rep.RemovedPool), "kept": nonNil(rep.Kept)})
 	}
 	w := opts.IO.Out
 	for _, id := range rep.Interrupted {
@@ -694,6 +694,9 @@ func gcRun(ctx context.Context, opts *GCOptions) error {
 	}
 	for _, id := range rep.RemovedContainers {
 		fmt.Fprintf(w, "removed sandbox container %s\n", id)
+	}
+	for _, id := range rep.RemovedPool {
+		fmt.Fprintf(w, "removed warm pool sandbox %s\n", id)
 	}
 	for _, p := range rep.RemovedWorktrees {
 		fmt.Fprintf(w, "removed worktree %s\n", termtext.Path(p))
@@ -707,7 +710,7 @@ func gcRun(ctx context.Context, opts *GCOptions) error {
 	for _, k := range rep.Kept {
 		fmt.Fprintf(w, "kept %s\n", termtext.Line(k))
 	}
-	if len(rep.Interrupted)+len(rep.RemovedContainers)+len(rep.RemovedWorktrees)+len(rep.Recovered)+len(rep.RemovedBranches) == 0 {
+	if len(rep.Interrupted)+len(rep.RemovedContainers)+len(rep.RemovedPool)+len(rep.RemovedWorktrees)+len(rep.Recovered)+len(rep.RemovedBranches) == 0 {
 		fmt.Fprintln(w, "nothing to clean up")
 	}
 	return nil
