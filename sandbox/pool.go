@@ -136,9 +136,22 @@ type Pool struct {
 	lastErr   error
 	wg        sync.WaitGroup
 
+	// images caches the image id a reference points at (imageTTL).
+	images map[string]imageSeen
+
 	// overwriteClaims: test switch (export_test.go) for control runs.
 	overwriteClaims bool
 }
+
+type imageSeen struct {
+	id   string
+	when time.Time
+}
+
+// imageTTL is how long a claim trusts the image id it last looked up: a
+// member of an image rebuilt since can be handed out that long after the
+// rebuild (never after: the next lookup retires it).
+const imageTTL = 10 * time.Second
 
 type poolTemplate struct {
 	spec Spec // defaulted, user set
@@ -456,11 +469,10 @@ func (p *Pool) writeClaim(rec PoolClaim) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
+	// Not synced: the record needs to be complete when it appears (the
+	// link), and to outlive the process, not the machine (a reboot ends
+	// the containers too).
 	if _, err := tmp.Write(b); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
 		_ = tmp.Close()
 		return err
 	}
@@ -511,10 +523,22 @@ func (p *Pool) imageID(ctx context.Context, ref string) string {
 	if !ok {
 		return ""
 	}
+	p.mu.Lock()
+	seen, ok := p.images[ref]
+	p.mu.Unlock()
+	if ok && time.Since(seen.when) < imageTTL {
+		return seen.id
+	}
 	id, err := ii.ImageID(ctx, ref)
 	if err != nil {
 		return ""
 	}
+	p.mu.Lock()
+	if p.images == nil {
+		p.images = map[string]imageSeen{}
+	}
+	p.images[ref] = imageSeen{id: id, when: time.Now()}
+	p.mu.Unlock()
 	return id
 }
 
@@ -694,6 +718,9 @@ func (p *Pool) makeMember(ctx context.Context, key string, tmpl poolTemplate, im
 		return nil, fmt.Errorf("making a warm sandbox: %w", err)
 	}
 	sb.Pool = PoolIdle
+	// It waits with its toolbox session open (a failed open is retried
+	// by the first call).
+	sb.session(ctx)
 	return sb, nil
 }
 
