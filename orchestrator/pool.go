@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 
+	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"
 )
 
@@ -55,6 +56,16 @@ func (o *Orchestrator) claimWarm(ctx context.Context, spec sandbox.Spec) *sandbo
 	p := o.warmPool(ctx)
 	if p == nil {
 		return nil
+	}
+	// Bound to the worktree under its lock, as a create is (see
+	// createSandbox): a freeze listing the worktree's sandboxes waits for
+	// the claim, and a claim waits for a freeze's host step to end.
+	if !o.opts.Unsafe.NoFreezeLock && spec.Workspace != "" {
+		unlock, err := worktree.LockFileShared(ctx, o.worktreeLockPath(spec.Workspace))
+		if err != nil {
+			return nil
+		}
+		defer unlock()
 	}
 	sb, err := p.Claim(ctx, spec)
 	if err != nil {
