@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/localagent/agent/agent/event"
+	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/sandbox"
 	"github.com/localagent/agent/sandbox/sandboxtest"
 	"github.com/localagent/agent/sandbox/toolbox"
@@ -190,4 +191,80 @@ func TestTaskClaimsWarmSandbox(t *testing.T) {
 	if left := sandboxtest.Containers(t, sandboxtest.Client(t), label); len(left) != 0 {
 		t.Errorf("%d containers left after gc", len(left))
 	}
+}
+
+// A sub-agent's sandbox comes from the pool too: its worktree, already
+// checked out, is moved into the member, and what the sub-agent writes
+// there is applied to the task. The first task fills the pool (two
+// members of the settings a task and its sub-agents share); the second
+// claims one for itself and one for its sub-agent, as the claim journal
+// shows.
+func TestSubAgentClaimsWarmSandbox(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	f := newLocalFixture(t, `model: scripted
+slots: 1
+turns:
+  - tool_calls:
+      - {name: spawn_agents, arguments: {tasks: [{name: helper, prompt: "write sub.txt"}]}}
+  - tool_calls:
+      - {name: write_file, arguments: {path: sub.txt, content: "from the sub-agent\n"}}
+  - text: Wrote sub.txt.
+  - expect: {tool_result_contains: "helper"}
+    text: The helper wrote sub.txt.
+`)
+	label := sandboxtest.TestLabel(t)
+	t.Cleanup(func() {
+		for _, ctr := range sandboxtest.Containers(t, sandboxtest.Client(t), label) {
+			_ = e.Remove(context.Background(), ctr.ID)
+		}
+	})
+	o, err := New(Options{
+		StateDir: t.TempDir(),
+		Engine:   func(context.Context) (sandbox.Backend, error) { return e, nil },
+		Sandbox: sandbox.Spec{Image: sandboxtest.BusyboxImage, Toolbox: sandboxtest.Toolbox(t),
+			Labels: map[string]string{sandbox.LabelTest: label}},
+		Environment: EnvironmentOptions{Off: true},
+		SubAgents:   true, Pool: 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.o = o
+	first := f.run(t)
+	o.WaitPool()
+	task := f.run(t)
+	o.WaitPool()
+	for _, tk := range []string{first.ID, task.ID} {
+		rev, err := o.Review(ctx, mustLoad(t, o, tk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rev.Stat.Files) != 1 || rev.Stat.Files[0].Path != "sub.txt" {
+			t.Fatalf("task %s: changes %+v, want the sub-agent's sub.txt", tk, rev.Stat.Files)
+		}
+	}
+	claims, err := os.ReadDir(filepath.Join(PoolDir(o.opts.StateDir), "claims"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, c := range claims {
+		if rec := sandbox.ReadPoolClaim(PoolDir(o.opts.StateDir), c.Name()); rec != nil && !rec.Removing {
+			got[rec.Labels[sandbox.LabelUse]+" "+rec.Labels[sandbox.LabelTask]] = true
+		}
+	}
+	if !got[useTask+" "+task.ID] || !got[useSub+" "+task.ID] {
+		t.Fatalf("claims journalled: %v, want the second task's own sandbox and its sub-agent's", got)
+	}
+}
+
+func mustLoad(t *testing.T, o *Orchestrator, id string) *store.Task {
+	t.Helper()
+	tk, err := o.store.Load(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
 }
