@@ -276,6 +276,10 @@ func (p *Pool) prepare(spec Spec, chown bool) (Spec, UserChoice, string, string,
 // a fresh sandbox; any other error also leaves the workspace as it was.
 // The pool is not refilled here: call Refill once the caller's own start
 // no longer competes with it.
+//
+// The workspace must be one no sandbox mounts yet (a worktree just made):
+// its entries move, and a sandbox that mounts it would keep the emptied
+// directory.
 func (p *Pool) Claim(ctx context.Context, spec Spec) (*Sandbox, error) {
 	s, user, key, notice, err := p.prepare(spec, true)
 	if err != nil {
