@@ -27,6 +27,7 @@ import (
 	"github.com/localagent/agent/agent/llm"
 	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"github.com/localagent/agent/images"
+	"github.com/localagent/agent/orchestrator"
 	"github.com/localagent/agent/orchestrator/llamaserver"
 	"github.com/localagent/agent/sandbox"
 )
@@ -237,6 +238,7 @@ func (d *doctor) add(name, verdict, detail, fix string) {
 func (d *doctor) run(ctx context.Context) DoctorReport {
 	if d.engine(ctx) {
 		d.images(ctx)
+		d.pool(ctx)
 	}
 	d.disk()
 	d.git(ctx)
@@ -761,4 +763,45 @@ func offloadVerdict(s *llamaserver.Status) Check {
 		c.Detail = line
 	}
 	return c
+}
+
+// pool reports the warm sandbox pool of the state directory: its size and
+// its members, idle and claimed, and idle ones that gc would remove.
+func (d *doctor) pool(ctx context.Context) {
+	if d.cfg.StateDir == "" {
+		return
+	}
+	e, err := sandbox.New(ctx, d.docker)
+	if err != nil {
+		return // the engine check already says why
+	}
+	p, err := sandbox.NewPool(e, orchestrator.PoolDir(d.cfg.StateDir), d.cfg.Sandbox.Pool)
+	if err != nil {
+		return
+	}
+	members, err := p.Members(ctx)
+	if err != nil {
+		d.add("warm pool", VerdictWarn, "cannot list the pool's sandboxes: "+err.Error(), "")
+		return
+	}
+	idle, claimed, stale := 0, 0, 0
+	for _, m := range members {
+		switch {
+		case m.Pool == sandbox.PoolClaimed:
+			claimed++
+		case p.Stale(ctx, m) != "":
+			stale++
+		default:
+			idle++
+		}
+	}
+	detail := fmt.Sprintf("%d started sandbox(es) kept per image and settings in use (sandbox.pool); %d waiting, %d claimed by tasks", d.cfg.Sandbox.Pool, idle, claimed)
+	if d.cfg.Sandbox.Pool == 0 {
+		detail = fmt.Sprintf("off (sandbox.pool: 0); %d claimed by tasks", claimed)
+	}
+	if stale > 0 {
+		d.add("warm pool", VerdictWarn, fmt.Sprintf("%s; %d idle that should go (pool off, image or toolbox changed, or stopped)", detail, stale), "`agent gc` removes them")
+		return
+	}
+	d.add("warm pool", VerdictOK, detail, "")
 }
