@@ -626,6 +626,9 @@ func (p *Pool) refillKey(ctx context.Context, key string) error {
 		return err // nil, nil: another process is refilling it
 	}
 	defer unlock()
+	// Claim records of sandboxes removed since, and stale members, go
+	// now rather than at the next gc.
+	_, _ = p.Sweep(ctx)
 	list, err := p.b.List(ctx, ListOptions{Labels: []string{LabelPool + "=" + key}})
 	if err != nil {
 		return err
