@@ -357,6 +357,11 @@ func (p *Pool) take(ctx context.Context, sb *Sandbox, key string, s Spec, user U
 	}
 	rec := PoolClaim{ID: sb.ID, Key: key, Workspace: s.Workspace, History: s.History, Labels: labels, PID: os.Getpid(), Time: time.Now().UTC()}
 	if err := p.writeClaim(rec); err != nil {
+		if errors.Is(err, errClaimed) {
+			// Another claimer's now: this process keeps no channel
+			// into it.
+			sb.Close()
+		}
 		return nil, err
 	}
 	// The member is this claimer's now: from here on a failure removes
