@@ -827,11 +827,23 @@ func (p *Pool) Sweep(ctx context.Context) ([]string, error) {
 			_ = removeSlot(slot)
 		}
 	}
+	// Members this process made that are gone or another claimer took:
+	// no session of this process stays open into them.
 	p.mu.Lock()
+	var drop []*Sandbox
 	for key, l := range p.idle {
-		p.idle[key] = slices.DeleteFunc(l, func(sb *Sandbox) bool { return slices.Contains(removed, sb.ID) })
+		p.idle[key] = slices.DeleteFunc(l, func(sb *Sandbox) bool {
+			if slices.Contains(removed, sb.ID) || p.claimed(sb.ID) {
+				drop = append(drop, sb)
+				return true
+			}
+			return false
+		})
 	}
 	p.mu.Unlock()
+	for _, sb := range drop {
+		sb.Close()
+	}
 	if ents, err := os.ReadDir(p.claimsDir()); err == nil {
 		for _, e := range ents {
 			name := e.Name()
