@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	"github.com/localagent/agent/orchestrator/worktree"
@@ -114,7 +115,9 @@ func (o *Orchestrator) gcPool(ctx context.Context) []string {
 		return nil
 	}
 	var out []string
-	if ids, err := p.Sweep(ctx); err == nil {
+	if _, err := os.Lstat(p.Dir()); err != nil {
+		// Never used: nothing of it to sweep.
+	} else if ids, err := p.Sweep(ctx); err == nil {
 		for _, id := range ids {
 			out = append(out, short(id))
 		}

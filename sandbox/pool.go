@@ -916,6 +916,10 @@ type claimsBackend struct {
 var claimedKeys = []string{LabelWorkspace, LabelTask, LabelUse}
 
 func (c *claimsBackend) List(ctx context.Context, opts ListOptions) ([]*Sandbox, error) {
+	if _, err := os.Lstat(c.dir); errors.Is(err, fs.ErrNotExist) {
+		// No pool, so no claim: the engine filters as asked.
+		return c.Backend.List(ctx, opts)
+	}
 	var direct, after []string
 	for _, l := range opts.Labels {
 		k, _, _ := strings.Cut(l, "=")
