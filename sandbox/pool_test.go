@@ -309,3 +309,45 @@ func TestPoolClaimMovesWorkspaceAndSweeps(t *testing.T) {
 		t.Errorf("the claimed sandbox was removed by the sweep: %v", err)
 	}
 }
+
+// An idle member made with a toolbox binary that has changed since is
+// removed by the sweep (gc, and every refill); control: before the
+// change, the same sweep keeps it.
+func TestPoolSweepsMembersOfAChangedToolbox(t *testing.T) {
+	e := sandboxtest.RequireDocker(t)
+	root := t.TempDir()
+	tb := filepath.Join(root, "agent-toolbox")
+	b, err := os.ReadFile(sandboxtest.Toolbox(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tb, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := poolSpec(t)
+	spec.Toolbox = tb
+	p, err := sandbox.NewPool(e, filepath.Join(root, "pool"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removeMembers(t, e, p)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if err := p.Fill(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := p.Sweep(ctx); err != nil || len(removed) != 0 {
+		t.Fatalf("control: sweep of a fresh member removed %v (%v)", removed, err)
+	}
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(tb, later, later); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := p.Sweep(ctx)
+	if err != nil || len(removed) != 1 {
+		t.Fatalf("sweep after the toolbox changed removed %v (%v), want its one member", removed, err)
+	}
+	if err := e.CheckRunning(ctx, removed[0]); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("the stale member is still there: %v", err)
+	}
+}
