@@ -50,7 +50,7 @@ import (
 // the members it made open; another process opens one on claim.
 //
 // Specs that cannot be pooled (ErrNotPoolable): an egress proxy socket,
-// extra mounts, GPUs, a non-default OCI runtime. Their callers create a
+// extra mounts, GPUs, gVisor or another non-default OCI runtime. Their callers create a
 // fresh sandbox. Everything else that makes two sandboxes differ (image,
 // toolbox, limits, user, seccomp, shell, environment, labels, read-only
 // workspace, whether a history is mounted) is part of the pool key, so a
@@ -192,6 +192,10 @@ func poolable(s Spec) error {
 		return fmt.Errorf("%w: the sandbox has extra mounts", ErrNotPoolable)
 	case len(s.DeviceRequests) > 0:
 		return fmt.Errorf("%w: the sandbox has GPUs", ErrNotPoolable)
+	case s.Isolation == IsolationRunsc:
+		// gVisor serves the mount through its own file system layer;
+		// that it follows the slot's rename is not shown.
+		return fmt.Errorf("%w: the sandbox runs under gVisor", ErrNotPoolable)
 	case s.Runtime != "":
 		return fmt.Errorf("%w: the sandbox runs under runtime %s", ErrNotPoolable, s.Runtime)
 	}
@@ -219,14 +223,14 @@ func (p *Pool) key(s Spec, user UserChoice) string {
 	}
 	seccomp, _ := json.Marshal(s.Seccomp)
 	b, _ := json.Marshal(struct {
-		Dir, Image, Toolbox, ToolboxPrint, User, Runtime, Shell, StateID string
-		Limits                                                           any
-		Seccomp                                                          string
-		EngineSeccomp, ReadOnly, History                                 bool
-		Env                                                              []string
-		Labels                                                           map[string]string
+		Dir, Image, Toolbox, ToolboxPrint, User, Runtime, Isolation, Shell, StateID string
+		Limits                                                                      any
+		Seccomp                                                                     string
+		EngineSeccomp, ReadOnly, History                                            bool
+		Env                                                                         []string
+		Labels                                                                      map[string]string
 	}{
-		p.dir, s.Image, s.Toolbox, toolboxPrint(s.Toolbox), user.String(), s.Runtime, s.Shell, s.StateID,
+		p.dir, s.Image, s.Toolbox, toolboxPrint(s.Toolbox), user.String(), s.Runtime, string(s.Isolation), s.Shell, s.StateID,
 		s.Limits, string(seccomp), s.EngineSeccomp, s.WorkspaceReadOnly, s.History != "", s.Env, labels,
 	})
 	sum := sha256.Sum256(b)
