@@ -234,6 +234,10 @@ turns:
 	f.o = o
 	first := f.run(t)
 	o.WaitPool()
+	// Topped up once more: the first task's sub-agent may have claimed a
+	// member after the refill that followed it had counted.
+	o.refillWarm()
+	o.WaitPool()
 	task := f.run(t)
 	o.WaitPool()
 	for _, tk := range []string{first.ID, task.ID} {

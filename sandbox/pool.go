@@ -638,29 +638,35 @@ func (p *Pool) refillKey(ctx context.Context, key string) error {
 	// Claim records of sandboxes removed since, and stale members, go
 	// now rather than at the next gc.
 	_, _ = p.Sweep(ctx)
-	list, err := p.b.List(ctx, ListOptions{Labels: []string{LabelPool + "=" + key}})
-	if err != nil {
-		return err
-	}
 	want := p.imageID(ctx, tmpl.spec.Image)
-	var ready []*Sandbox
-	for _, sb := range list {
-		if p.claimed(sb.ID) || sb.Labels[LabelPool] != key {
-			continue
+	// One member at a time, counting again after each: a claim made
+	// meanwhile (a sub-agent's) is refilled too. Bounded, so that members
+	// claimed as fast as they are made cannot keep it going.
+	for range 2 * p.size {
+		list, err := p.b.List(ctx, ListOptions{Labels: []string{LabelPool + "=" + key}})
+		if err != nil {
+			return err
 		}
-		if sb.State != "running" || (want != "" && imageOf(sb.Labels) != want) {
-			p.retire(ctx, sb.ID, key)
-			continue
+		var ready []*Sandbox
+		for _, sb := range list {
+			if p.claimed(sb.ID) || sb.Labels[LabelPool] != key {
+				continue
+			}
+			if sb.State != "running" || (want != "" && imageOf(sb.Labels) != want) {
+				p.retire(ctx, sb.ID, key)
+				continue
+			}
+			ready = append(ready, sb)
 		}
-		ready = append(ready, sb)
-	}
-	// More than size (two processes' refills before the lock, a smaller
-	// size now): the newest go.
-	for len(ready) > p.size {
-		p.retire(ctx, ready[0].ID, key)
-		ready = ready[1:]
-	}
-	for n := len(ready); n < p.size; n++ {
+		// More than size (two processes' refills before the lock, a
+		// smaller size now): the newest go.
+		for len(ready) > p.size {
+			p.retire(ctx, ready[0].ID, key)
+			ready = ready[1:]
+		}
+		if len(ready) >= p.size {
+			return nil
+		}
 		sb, err := p.makeMember(ctx, key, tmpl, want)
 		if err != nil {
 			return err
