@@ -72,8 +72,9 @@ func TestWhileFrozenSeesClaimedPoolMember(t *testing.T) {
 	if paused() {
 		t.Fatal("the member stayed frozen")
 	}
-	// Control: the same lookup without the claim journal.
-	blind := &Orchestrator{opts: Options{Engine: engine}}
+	// Control: the same lookup without the claim journal (a state
+	// directory with no pool).
+	blind := &Orchestrator{opts: Options{StateDir: t.TempDir(), Engine: engine}}
 	_ = blind.whileFrozen(ctx, ws, nil, func() error {
 		if paused() {
 			t.Error("control: frozen although the lookup cannot know the member")
