@@ -53,6 +53,8 @@ var _ engine = (*client.Client)(nil)
 // be able to run hardened sandboxes.
 type Engine struct {
 	api engine
+	// execs keeps a pause away from an exec being started (execgate.go).
+	execs execGate
 	// Host is the daemon address the client talks to (for messages).
 	Host string
 	// APIVersion is the negotiated Engine API version.

@@ -108,6 +108,8 @@ func (e *Engine) Exec(ctx context.Context, id string, opts ExecOptions) (int, er
 }
 
 func (e *Engine) exec(ctx context.Context, id string, opts ExecOptions) (int, error) {
+	started := e.startingExec(id)
+	defer started()
 	created, err := e.api.ContainerExecCreate(ctx, id, container.ExecOptions{
 		User:         opts.User,
 		Tty:          opts.TTY,
@@ -127,6 +129,8 @@ func (e *Engine) exec(ctx context.Context, id string, opts ExecOptions) (int, er
 		return -1, e.wrapExec(id, err)
 	}
 	defer att.Close()
+	e.waitExecStarted(ctx, created.ID)
+	started()
 
 	if opts.Stdin != nil {
 		go func() {

@@ -58,6 +58,10 @@ func (e *Engine) Freeze(ctx context.Context, id string) error {
 	if !ok {
 		return ErrCannotFreeze
 	}
+	// No pause while an exec of ours is starting (execgate.go).
+	gate := e.execs.of(id)
+	gate.Lock()
+	defer gate.Unlock()
 	deadline := time.Now().Add(FreezeWait)
 	failures := 0
 	for {

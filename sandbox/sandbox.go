@@ -236,6 +236,7 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 		if e.useSignalFreeze() {
 			forgetFreeze(id)
 		}
+		e.execs.forget(id)
 		return nil
 	}
 	if cerrdefs.IsConflict(err) {

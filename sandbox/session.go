@@ -102,6 +102,8 @@ func (e *Engine) OpenStream(ctx context.Context, id, user string, cmd []string, 
 	if err := e.refuseIfFrozen(id); err != nil {
 		return nil, err
 	}
+	started := e.startingExec(id)
+	defer started()
 	created, err := e.api.ContainerExecCreate(ctx, id, container.ExecOptions{
 		User:         user,
 		AttachStdin:  true,
@@ -117,6 +119,8 @@ func (e *Engine) OpenStream(ctx context.Context, id, user string, cmd []string, 
 	if err != nil {
 		return nil, e.wrapExec(id, err)
 	}
+	e.waitExecStarted(ctx, created.ID)
+	started()
 	pr, pw := io.Pipe()
 	go func() {
 		_, err := stdcopy.StdCopy(pw, errOut, att.Reader)

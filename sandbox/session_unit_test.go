@@ -159,7 +159,7 @@ func (f *fakeEngine) serve(conn net.Conn, out io.Writer) {
 }
 
 func (f *fakeEngine) ContainerExecInspect(context.Context, string) (container.ExecInspect, error) {
-	return container.ExecInspect{Running: false, ExitCode: 0}, nil
+	return container.ExecInspect{Running: false, ExitCode: 0, Pid: 1}, nil
 }
 
 func (f *fakeEngine) ContainerInspect(context.Context, string) (container.InspectResponse, error) {
