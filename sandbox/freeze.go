@@ -58,16 +58,15 @@ func (e *Engine) Freeze(ctx context.Context, id string) error {
 	if !ok {
 		return ErrCannotFreeze
 	}
-	// No pause while an exec of ours is starting (execgate.go).
-	gate := e.execs.of(id)
-	gate.Lock()
-	defer gate.Unlock()
 	deadline := time.Now().Add(FreezeWait)
 	failures := 0
 	for {
-		err := f.ContainerPause(ctx, id)
-		if err == nil || cerrdefs.IsNotFound(err) {
-			break
+		paused, err := e.pauseGated(ctx, f, id)
+		if paused {
+			return err // waiting for the engine's record of the pause
+		}
+		if cerrdefs.IsNotFound(err) {
+			return nil // gone: no process of it can run
 		}
 		if noFreezer(err) {
 			// Found out only now (an engine whose info did not tell):
@@ -115,6 +114,21 @@ func (e *Engine) Freeze(ctx context.Context, id string) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// pauseGated pauses container id and waits for the engine to record it,
+// with no exec of this engine starting meanwhile (execgate.go): an exec
+// the engine accepts before its record says paused would start into the
+// frozen cgroup and wedge the container. Waiting for someone else's
+// freeze happens outside the gate, so that tools go on being refused
+// rather than blocked.
+func (e *Engine) pauseGated(ctx context.Context, f freezer, id string) (paused bool, err error) {
+	gate := e.execs.of(id)
+	gate.Lock()
+	defer gate.Unlock()
+	if err := f.ContainerPause(ctx, id); err != nil {
+		return false, err
+	}
 	// The engine answers once runc saw the freezer reach FROZEN, but Docker
 	// 20.10 records the container as paused only when containerd's event
 	// arrives, a moment later. Wait for that record: a Thaw that came
@@ -122,7 +136,7 @@ func (e *Engine) Freeze(ctx context.Context, id string) error {
 	// frozen for good, and a host step must not trust a freeze the engine
 	// does not report. A container that is gone or not running has no
 	// process that could run.
-	return e.waitFrozen(ctx, id)
+	return true, e.waitFrozen(ctx, id)
 }
 
 // stateWait bounds how long Freeze waits for the engine to record the
