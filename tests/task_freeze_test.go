@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -64,6 +65,12 @@ const waitReadyScript = `i=0; while [ ! -e /tmp/attacker-ready ] && [ $i -lt 150
 // with args.
 func plantAttacker(t *testing.T, env *AgentEnv, mark string, args ...string) {
 	t.Helper()
+	if !slices.Contains(env.Env, "AGENT_SANDBOX_DISK=0") {
+		// The disk bound's periodic measurement freezes the sandbox; a
+		// `docker exec` of this test landing in one would be refused
+		// ("paused"), or, started as the pause begins, wedge the engine.
+		t.Fatal("plantAttacker needs AGENT_SANDBOX_DISK=0 in the task's environment")
+	}
 	bin := attackerBinary(t)
 	deadline := time.Now().Add(2 * time.Minute)
 	var id, user string
@@ -181,6 +188,7 @@ func TestFreezeBeforeCommit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := NewAgentEnv(t, c)
+			env.Env = append(env.Env, "AGENT_SANDBOX_DISK=0") // see plantAttacker
 			if tc.unsafe != "" {
 				env.Env = append(env.Env, "AGENT_TEST_UNSAFE="+tc.unsafe)
 			}
@@ -264,6 +272,7 @@ func TestFreezeWhileApplyingSubAgent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := NewAgentEnv(t, c)
+			env.Env = append(env.Env, "AGENT_SANDBOX_DISK=0") // see plantAttacker
 			if tc.unsafe != "" {
 				env.Env = append(env.Env, "AGENT_TEST_UNSAFE="+tc.unsafe)
 			}
