@@ -185,6 +185,11 @@ func (o *Orchestrator) merge(ctx context.Context, t *store.Task, squash bool) (O
 	if note := o.cleanupMerged(context.WithoutCancel(ctx), repo, t, res.Commit, squash); note != "" {
 		out.Message += "; " + note
 	}
+	// The next task on the branch starts from the merge: its checkout is
+	// made ready now, from a spare of an earlier commit.
+	if !res.UpToDate {
+		o.prepareSpare(repo, res.Commit)
+	}
 	return out, nil
 }
 

@@ -146,6 +146,21 @@ func (r *Run) updateSub(id string, f func(*store.SubAgent)) {
 	})
 }
 
+// dropUnfilled removes a sub-agent's worktree (nil: none) whose files
+// were never all written, and its branch while it has no commit of its
+// own, and records the sub-agent as having done nothing: no sandbox ever
+// ran over it.
+func (r *Run) dropUnfilled(ctx context.Context, repo *worktree.Repo, cwt *worktree.Worktree, id, branch, start string) {
+	cctx := context.WithoutCancel(ctx)
+	if cwt != nil {
+		_ = repo.Remove(cctx, cwt)
+	}
+	if tip, _ := repo.BranchTip(cctx, branch); tip != "" && tip == start {
+		_ = repo.DeleteBranch(cctx, branch, tip)
+	}
+	r.finishSub(id, store.SubEmpty, "")
+}
+
 // finishSub records how a sub-agent ended.
 func (r *Run) finishSub(id, state, note string) {
 	r.updateSub(id, func(sa *store.SubAgent) { sa.State, sa.Note = state, note })
@@ -208,6 +223,10 @@ func (r *Run) recoverSubAgents(ctx context.Context, sink event.Sink) error {
 		cwt, err := repo.FindWorktree(sa.Worktree, sa.Branch)
 		if err != nil {
 			return err
+		}
+		if sa.Unfilled {
+			r.dropUnfilled(ctx, repo, cwt, sa.ID, sa.Branch, sa.Start)
+			continue
 		}
 		if cwt == nil {
 			// Never created, or removed after its work was committed:

@@ -14,6 +14,7 @@ import (
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"
+	"github.com/localagent/agent/sandbox/hostfs"
 )
 
 // Spare checkouts (see worktree.MakeSpare): after a task's worktree is
@@ -33,35 +34,14 @@ type spares struct {
 
 func (o *Orchestrator) sparesDir() string { return filepath.Join(o.opts.StateDir, "spares") }
 
-// populateFast gives a new worktree its files: from a spare checkout when
-// one fits, else with a checkout; then what a checkout leaves out
-// (populateExtras), and the hand-over to the sandbox user. A spare's files
-// are the sandbox user's already, so the hand-over walks the tree only
-// when the extras may have written into it. Either way it then starts
-// refilling the spare for the next worktree at that commit.
+// populateFast gives a new worktree its files (fillWorktree), then what a
+// checkout leaves out (populateExtras), and the hand-over to the sandbox
+// user. A spare's files are the sandbox user's already, so the hand-over
+// walks the tree only when the extras may have written into it.
 func (o *Orchestrator) populateFast(ctx context.Context, repo *worktree.Repo, wt *worktree.Worktree, t *store.Task, u sandbox.UserChoice) error {
-	claimed := false
-	if o.opts.SpareCheckouts > 0 {
-		if tip, err := repo.BranchTip(ctx, wt.Branch); err == nil && tip != "" {
-			if key, err := repo.SpareKey(ctx, tip, u.UID, u.GID); err == nil {
-				defer o.refillSpare(repo, key, tip, u)
-				err := repo.ClaimSpare(ctx, wt, filepath.Join(o.sparesDir(), key))
-				if err == nil && u.Chown {
-					// Everything inside came owned by the sandbox user;
-					// the directory itself was made by git.
-					err = os.Lchown(wt.Path, u.UID, u.GID)
-				}
-				claimed = err == nil
-				if err != nil && !errors.Is(err, worktree.ErrNoSpare) {
-					slog.Warn("spare checkout not used", "worktree", wt.Path, "err", err)
-				}
-			}
-		}
-	}
-	if !claimed {
-		if err := repo.Populate(ctx, wt); err != nil {
-			return err
-		}
+	claimed, err := o.fillWorktree(ctx, repo, wt, u)
+	if err != nil {
+		return err
 	}
 	extrasWrite := !claimed || o.extrasMayWrite(ctx, repo, wt, t)
 	if err := o.populateExtras(ctx, repo, wt, t); err != nil {
@@ -71,6 +51,74 @@ func (o *Orchestrator) populateFast(ctx context.Context, repo *worktree.Repo, wt
 		return nil
 	}
 	return sandbox.HandOver(wt.Path, u)
+}
+
+// fillWorktree writes the files of a worktree created without them, owned
+// by u: from the spare checkout of its commit when there is one, else from
+// a spare of another commit of the repository brought to it (a cost that
+// follows the difference between the commits), else with a checkout (which
+// leaves the files this process's: fromSpare is false and the caller hands
+// them over). Either way it then starts refilling the spare for the next
+// worktree at that commit.
+func (o *Orchestrator) fillWorktree(ctx context.Context, repo *worktree.Repo, wt *worktree.Worktree, u sandbox.UserChoice) (fromSpare bool, err error) {
+	if o.opts.SpareCheckouts > 0 {
+		if tip, err := repo.BranchTip(ctx, wt.Branch); err == nil && tip != "" {
+			if key, err := repo.SpareKey(ctx, tip, u.UID, u.GID); err == nil {
+				defer o.refillSpare(repo, key, tip, u)
+				err := repo.ClaimSpare(ctx, wt, filepath.Join(o.sparesDir(), key))
+				if errors.Is(err, worktree.ErrNoSpare) {
+					err = repo.ClaimOtherSpare(ctx, wt, o.sparesDir(), worktree.SpareFamilyOf(key), spareOwner(u))
+				}
+				if err == nil && u.Chown {
+					// Everything inside came owned by the sandbox user;
+					// the directory itself was made by git.
+					err = os.Lchown(wt.Path, u.UID, u.GID)
+				}
+				fromSpare = err == nil
+				if err != nil && !errors.Is(err, worktree.ErrNoSpare) {
+					slog.Warn("spare checkout not used", "worktree", wt.Path, "err", err)
+				}
+			}
+		}
+	}
+	if !fromSpare {
+		if err := repo.Populate(ctx, wt); err != nil {
+			return false, err
+		}
+	}
+	return fromSpare, nil
+}
+
+// spareOwner hands a path a spare's update wrote (and the directories
+// above it) to the sandbox user, never following a symlink; nil when the
+// files stay this process's.
+func spareOwner(u sandbox.UserChoice) func(root, rel string) error {
+	if !u.Chown {
+		return nil
+	}
+	return func(root, rel string) error { return hostfs.LchownChain(root, rel, u.UID, u.GID) }
+}
+
+// prepareSpare makes, in the background, the spare checkout of commit
+// (the new tip of a branch tasks start from, after a merge) out of
+// another spare of the repository, so that the first task on the new
+// commit finds it ready. It never writes a whole checkout: when there is
+// no other spare to update, the next task's refill makes one.
+func (o *Orchestrator) prepareSpare(repo *worktree.Repo, commit string) {
+	if o.opts.SpareCheckouts <= 0 || commit == "" {
+		return
+	}
+	u := sandbox.ChooseUser(os.Geteuid(), os.Getegid(), os.Geteuid(), os.Getegid())
+	key, err := repo.SpareKey(context.Background(), commit, u.UID, u.GID)
+	if err != nil {
+		return
+	}
+	o.background(key, func() {
+		err := repo.RetargetSpare(context.Background(), o.sparesDir(), worktree.SpareFamilyOf(key), commit, spareOwner(u))
+		if err != nil && !errors.Is(err, worktree.ErrNoSpare) {
+			slog.Warn("preparing a spare checkout", "commit", commit, "err", err)
+		}
+	})
 }
 
 // extrasMayWrite reports whether populateExtras may write into the
@@ -92,9 +140,25 @@ func (o *Orchestrator) extrasMayWrite(ctx context.Context, repo *worktree.Repo, 
 // to the configured number, oldest first.
 func (o *Orchestrator) refillSpare(repo *worktree.Repo, key, commit string, u sandbox.UserChoice) {
 	dir := filepath.Join(o.sparesDir(), key)
-	if _, err := os.Lstat(dir); err == nil {
-		return
-	}
+	o.background(key, func() {
+		if _, err := os.Lstat(dir); err == nil {
+			return
+		}
+		var chown func(string) error
+		if u.Chown {
+			chown = func(root string) error { return sandbox.HandOver(root, u) }
+		}
+		if err := repo.MakeSpare(context.Background(), dir, commit, chown); err != nil {
+			slog.Warn("making a spare checkout", "commit", commit, "err", err)
+			return
+		}
+		o.trimSpares(o.opts.SpareCheckouts)
+	})
+}
+
+// background runs fn, the making of spare key, in the background unless
+// this process is making that spare already.
+func (o *Orchestrator) background(key string, fn func()) {
 	s := &o.spares
 	s.mu.Lock()
 	if s.making == nil {
@@ -114,15 +178,7 @@ func (o *Orchestrator) refillSpare(repo *worktree.Repo, key, commit string, u sa
 			s.mu.Unlock()
 			s.wg.Done()
 		}()
-		var chown func(string) error
-		if u.Chown {
-			chown = func(root string) error { return sandbox.HandOver(root, u) }
-		}
-		if err := repo.MakeSpare(context.Background(), dir, commit, chown); err != nil {
-			slog.Warn("making a spare checkout", "commit", commit, "err", err)
-			return
-		}
-		o.trimSpares(o.opts.SpareCheckouts)
+		fn()
 	}()
 }
 

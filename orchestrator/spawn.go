@@ -135,13 +135,16 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	child := &store.Task{ID: t.ID, Worktree: o.worktreePath(id), Image: t.Image, Environment: t.Environment}
 	// Journal first: after a kill, resume finds the sub-agent's worktree
 	// and branch through the parent's record.
-	s.r.journalSub(store.SubAgent{Name: st.Name, ID: id, Prompt: st.Prompt, Branch: branch, Worktree: child.Worktree, Start: snap, State: store.SubRunning})
+	s.r.journalSub(store.SubAgent{Name: st.Name, ID: id, Prompt: st.Prompt, Branch: branch, Worktree: child.Worktree, Start: snap, State: store.SubRunning, Unfilled: true})
 	unlock, err := repo.Lock(ctx, o.lockDir())
 	if err != nil {
 		s.r.finishSub(id, store.SubEmpty, "")
 		return fail("%v", err)
 	}
-	cwt, err := repo.Add(ctx, worktree.AddOptions{Path: child.Worktree, Branch: branch, Start: snap, Reason: "agent sub-task " + id})
+	// Created without its files, which come as a task's do: from a spare
+	// checkout (of the parent's start, brought to the snapshot), or from a
+	// parallel checkout.
+	cwt, err := repo.Add(ctx, worktree.AddOptions{Path: child.Worktree, Branch: branch, Start: snap, Reason: "agent sub-task " + id, NoCheckout: true})
 	unlock()
 	if err != nil {
 		s.r.finishSub(id, store.SubEmpty, "")
@@ -149,6 +152,18 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	}
 	failpoint.Hit("sub-worktree-added")
 	s.r.updateSub(id, func(sa *store.SubAgent) { sa.WorktreeGit = cwt.GitDir })
+	u, err := sandboxUser(cwt.Path)
+	if err == nil {
+		err = s.fill(ctx, repo, cwt, u)
+	}
+	if err != nil {
+		// A worktree without all its files holds no work: removed with its
+		// branch, never committed (its missing files are no deletion).
+		s.r.dropUnfilled(ctx, repo, cwt, id, branch, snap)
+		return fail("populating the sub-agent's worktree: %v", err)
+	}
+	failpoint.Hit("sub-worktree-filled")
+	s.r.updateSub(id, func(sa *store.SubAgent) { sa.Unfilled = false })
 
 	// Whatever happens from here on, the sub-agent's files are committed
 	// on its branch once its sandbox is gone, before its worktree is
@@ -189,15 +204,6 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	var dropHistory func()
 	spec.History, dropHistory = o.exportHistory(ctx, repo, t, id, t.StartCommit, snap, s.sink)
 	defer dropHistory()
-	u, err := sandboxUser(cwt.Path)
-	if err != nil {
-		return stopped("%v", err)
-	}
-	if u.Chown {
-		if err := sandbox.HandOver(cwt.Path, u); err != nil {
-			return stopped("%v", err)
-		}
-	}
 	spec.User = u.String()
 	if sb = o.claimWarm(ctx, spec); sb == nil {
 		sb, err = o.createSandbox(ctx, e, spec)
@@ -275,6 +281,17 @@ func (s *spawner) runOne(ctx context.Context, repo *worktree.Repo, pwt *worktree
 	}
 	s.event(st.Name, "done", fmt.Sprintf("%d file(s) changed", len(paths)))
 	return agent.SubResult{Name: st.Name, Summary: fmt.Sprintf("%s\n(changed: %s)", summary, strings.Join(paths, ", "))}
+}
+
+// fill writes a sub-agent's new worktree, owned by u: as a task's
+// (fillWorktree), without the extras a task's gets (the snapshot it starts
+// from holds what the sub-agent is to see).
+func (s *spawner) fill(ctx context.Context, repo *worktree.Repo, cwt *worktree.Worktree, u sandbox.UserChoice) error {
+	fromSpare, err := s.r.o.fillWorktree(ctx, repo, cwt, u)
+	if err != nil || fromSpare || !u.Chown {
+		return err
+	}
+	return sandbox.HandOver(cwt.Path, u)
 }
 
 // keep commits a stopped sub-agent's files on its branch (its sandbox is

@@ -20,10 +20,11 @@ var Points = []string{
 	"task-record-saved",   // the record is written, no branch or worktree yet
 	"task-worktree-added", // branch and worktree exist, record not yet updated
 	"task-sandbox-created",
-	"sub-worktree-added", // a sub-agent's branch and worktree exist, not yet in the record
-	"sub-applied",        // its work is in the parent's files, the record does not say so
-	"task-before-commit", // the agent is done, its sandbox removed
-	"task-committed",     // the commit exists, the record does not say review yet
+	"sub-worktree-added",  // a sub-agent's branch and worktree exist, not yet in the record
+	"sub-worktree-filled", // its files are written, the record says they are not
+	"sub-applied",         // its work is in the parent's files, the record does not say so
+	"task-before-commit",  // the agent is done, its sandbox removed
+	"task-committed",      // the commit exists, the record does not say review yet
 	"merge-before-checkout",
 	"merge-checkout-updated", // the user's files are updated, the branch not yet moved
 	"merge-ref-updated",      // the branch moved, the record does not say merged yet

@@ -237,6 +237,10 @@ type SubAgent struct {
 	Start string `json:"start"`
 	State string `json:"state"`
 	Note  string `json:"note,omitempty"`
+	// Unfilled is set from before its worktree is created until all its
+	// files are written: a worktree left unfilled by a kill holds no work
+	// (what is missing is not a deletion) and is removed, never committed.
+	Unfilled bool `json:"unfilled,omitempty"`
 }
 
 // Network records a task's egress. An empty Allow means the sandbox had no

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/localagent/agent/sandbox/hostfs"
 )
 
 // treeEntry is one line of `git ls-tree -r`.
@@ -193,7 +195,7 @@ func TestOtherSpareRetargetedEqualsCheckout(t *testing.T) {
 	var own func(root, rel string) error
 	if os.Geteuid() == 0 {
 		uid, gid = 65534, 65534
-		own = func(root, rel string) error { return LchownChain(root, rel, uid, gid) }
+		own = func(root, rel string) error { return hostfs.LchownChain(root, rel, uid, gid) }
 	}
 	spares := t.TempDir()
 	key, err := r.SpareKey(ctx, first, uid, gid)
@@ -204,7 +206,7 @@ func TestOtherSpareRetargetedEqualsCheckout(t *testing.T) {
 		if own == nil {
 			return nil
 		}
-		return ChownTree(root, uid, gid)
+		return hostfs.ChownTree(root, uid, gid)
 	}
 	if err := r.MakeSpare(ctx, filepath.Join(spares, key), first, chown); err != nil {
 		t.Fatal(err)
@@ -276,8 +278,8 @@ func TestRetargetSpareAheadAndBack(t *testing.T) {
 	var chown func(string) error
 	if os.Geteuid() == 0 {
 		uid, gid = 65534, 65534
-		own = func(root, rel string) error { return LchownChain(root, rel, uid, gid) }
-		chown = func(root string) error { return ChownTree(root, uid, gid) }
+		own = func(root, rel string) error { return hostfs.LchownChain(root, rel, uid, gid) }
+		chown = func(root string) error { return hostfs.ChownTree(root, uid, gid) }
 	}
 	spares := t.TempDir()
 	k1, _ := r.SpareKey(ctx, first, uid, gid)

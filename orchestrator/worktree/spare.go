@@ -197,7 +197,7 @@ func (r *Repo) ClaimOtherSpare(ctx context.Context, w *Worktree, sparesDir, fami
 	if err != nil {
 		return err
 	}
-	defer func() { _ = RemoveTree(claimed) }()
+	defer func() { _ = hostfs.RemoveTree(claimed) }()
 	if err := r.retarget(ctx, claimed, want, own); err != nil {
 		return err
 	}
@@ -225,11 +225,11 @@ func (r *Repo) RetargetSpare(ctx context.Context, sparesDir, family, commit stri
 		return err
 	}
 	if err := r.retarget(ctx, taken, tree, own); err != nil {
-		_ = RemoveTree(taken)
+		_ = hostfs.RemoveTree(taken)
 		return err
 	}
 	if err := os.Rename(taken, dir); err != nil {
-		_ = RemoveTree(taken)
+		_ = hostfs.RemoveTree(taken)
 		if _, serr := os.Lstat(dir); serr == nil {
 			return nil
 		}
