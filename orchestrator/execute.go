@@ -117,6 +117,8 @@ func (r *Run) Execute(ctx context.Context) error {
 			r.o.dropHistory(t.ID)
 		}
 	}()
+	// However the run ends, its worktree is not left being written.
+	defer func() { _ = r.waitFilled() }()
 
 	ag, prompt, err := r.newAgent(sb, sink)
 	if err != nil {
@@ -143,6 +145,9 @@ func (r *Run) Execute(ctx context.Context) error {
 		return r.stop(ctx, runErr)
 	}
 
+	if err := r.waitFilled(); err != nil {
+		return r.stop(ctx, err)
+	}
 	failpoint.Hit("task-before-commit")
 	cstart := time.Now()
 	derr, err := r.commit(ctx, sb, res)
@@ -163,6 +168,9 @@ func (r *Run) Execute(ctx context.Context) error {
 
 // stop records why a run ended early.
 func (r *Run) stop(ctx context.Context, err error) error {
+	// The record is written once the worktree's files are (they are the
+	// record's too).
+	_ = r.waitFilled()
 	r.markCutShort()
 	var state store.State
 	var why string
@@ -211,13 +219,16 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 	spec.EgressDir = r.egressDir
 	spec.History, _ = o.exportHistory(ctx, nil, t, t.ID, t.StartCommit, "", sink)
 	sstart := time.Now()
-	// A new worktree is empty: its files are checked out while the
-	// container is created and started, and the toolbox is asked for only
-	// when both are done. The sandbox user is chosen here (and the files
-	// handed to it after the checkout) so that Create does not walk a
+	// A new worktree is empty: its files are written while the container
+	// is created and started (or a warm one takes the worktree) and the
+	// toolbox answers, and then, while the model thinks about its first
+	// turn, until they are all there. The sandbox is held meanwhile
+	// (sandbox.Hold): nothing runs in it, so no process ever sees a partial
+	// tree; the first tool call waits only if the files are not all
+	// written yet. The sandbox user is chosen here (and the files handed
+	// to it after the checkout) so that Create does not walk a
 	// half-written tree.
-	var popErr error
-	var wg sync.WaitGroup
+	var fill chan struct{}
 	spec.Labels = withLabel(spec.Labels, sandbox.LabelUse, useTask)
 	var warm *sandbox.Sandbox
 	if !t.Populated {
@@ -232,62 +243,109 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 		}
 		// A warm sandbox takes the worktree while it is still empty.
 		warm = o.claimWarm(ctx, spec)
-		wg.Add(1)
+		fill = make(chan struct{})
+		r.filled = fill
 		go func() {
-			defer wg.Done()
-			popErr = o.populate(ctx, t, u)
+			defer close(fill)
+			if fillHook != nil {
+				fillHook()
+			}
+			err := o.populate(ctx, t, u)
+			r.tally(func(t *store.Task) {
+				r.fillErr = err
+				if err == nil {
+					t.Populated = true
+					t.Timings.Worktree += time.Since(sstart).Milliseconds()
+					t.Timings.Ready = max(t.Timings.Ready, time.Since(r.begin).Milliseconds())
+				}
+			})
 		}()
 	}
 	sb := warm
 	if sb == nil {
 		sb, err = o.createSandbox(ctx, e, spec)
 	}
-	wg.Wait()
-	if err == nil {
-		failpoint.Hit("task-sandbox-created")
-	}
-	if err == nil && popErr != nil {
-		_ = sb.Remove(context.WithoutCancel(ctx))
-	}
-	if popErr != nil {
-		return nil, popErr
-	}
 	if err != nil {
+		// A failed start leaves no checkout running behind it.
+		if ferr := r.waitFilled(); ferr != nil {
+			return nil, ferr
+		}
 		return nil, fmt.Errorf("creating the sandbox: %w", err)
 	}
+	failpoint.Hit("task-sandbox-created")
+	if fill != nil && !o.opts.Unsafe.NoHold {
+		sb.Hold(fill, r.fillError)
+	}
 	err = r.update(func(t *store.Task) {
-		if !t.Populated {
-			t.Populated = true
-			t.Timings.Worktree += time.Since(sstart).Milliseconds()
-		}
 		t.SandboxID = sb.ID
 		t.SandboxNote = sb.Notice
 	})
 	if err != nil {
 		_ = sb.Remove(context.WithoutCancel(ctx))
+		_ = r.waitFilled()
 		return nil, err
 	}
 	if sb.Notice != "" {
 		sink.Emit(event.Event{Time: time.Now(), Kind: event.Notice, Task: t.ID, Text: sb.Notice})
 	}
-	// The first tool call is ready when the toolbox answers a ping.
+	// The first tool call is ready when the toolbox answers a ping and
+	// the files are all there.
 	if _, err := sb.Tool(ctx, toolbox.OpPing, nil); err != nil {
 		_ = sb.Remove(context.WithoutCancel(ctx))
+		_ = r.waitFilled()
 		return nil, fmt.Errorf("sandbox toolbox: %w", err)
 	}
-	ready := time.Since(r.begin).Milliseconds()
 	r.tally(func(t *store.Task) {
 		t.Timings.Sandbox = time.Since(sstart).Milliseconds()
-		t.Timings.Ready = ready
+		t.Timings.Ready = max(t.Timings.Ready, time.Since(r.begin).Milliseconds())
 	})
+	note := ""
+	if !r.isFilled() {
+		note = "; the worktree's files are still being written, the first tool call waits for them"
+	}
 	from := ""
 	if warm != nil {
 		from = ", warm pool"
 	}
 	sink.Emit(event.Event{Time: time.Now(), Kind: event.Progress, Task: t.ID, State: "ready",
-		Text: fmt.Sprintf("sandbox %s ready (%s image%s) in %d ms", short(sb.ID), spec.Image, from, ready)})
+		Text: fmt.Sprintf("sandbox %s ready (%s image%s) in %d ms%s", short(sb.ID), spec.Image, from, time.Since(r.begin).Milliseconds(), note)})
 	o.refillWarm()
 	return sb, nil
+}
+
+// fillHook, when set (by tests), runs before a new worktree's files are
+// written.
+var fillHook func()
+
+// waitFilled waits until the run's new worktree has all its files (at
+// once when it had them already) and returns the error of writing them.
+// Host steps on the worktree (a commit, a sub-agent's snapshot) and the end
+// of the run wait for it: a partial tree would read as deleted files.
+func (r *Run) waitFilled() error {
+	if r.filled == nil {
+		return nil
+	}
+	<-r.filled
+	return r.fillError()
+}
+
+func (r *Run) fillError() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fillErr
+}
+
+// isFilled reports whether the worktree's files are all written.
+func (r *Run) isFilled() bool {
+	if r.filled == nil {
+		return true
+	}
+	select {
+	case <-r.filled:
+		return true
+	default:
+		return false
+	}
 }
 
 // startEgress starts the run's egress proxy when the policy allows any

@@ -7,8 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
@@ -250,4 +252,48 @@ func TestFastPathsEqualPlainCheckout(t *testing.T) {
 	}
 	check("sub-agent", w, snap, false)
 	o.WaitSpares()
+}
+
+// The agent never sees a partial tree: a new worktree's files are written
+// while the sandbox starts, and its first tool call, asked for at once,
+// waits until they are all there. The control run, with the sandbox not
+// held (Unsafe.NoHold), shows the same call finding an empty workspace.
+func TestFirstToolCallNeverSeesPartialTree(t *testing.T) {
+	const script = `model: scripted
+turns:
+  - tool_calls:
+      - {name: read_file, arguments: {path: README.md}}
+  - expect: {last_role: tool, tool_result_contains: "# x"}
+    text: Read it.
+`
+	fillHook = func() { time.Sleep(400 * time.Millisecond) }
+	t.Cleanup(func() { fillHook = nil })
+	for _, held := range []bool{true, false} {
+		f := newLocalFixture(t, script)
+		f.o.opts.Unsafe.NoHold = !held
+		ctx := context.Background()
+		r, err := f.o.NewTask(ctx, TaskOptions{Prompt: "read the readme", RepoDir: f.repo, LLM: "script:" + f.script})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = r.Execute(ctx)
+		r.Close()
+		if held && err != nil {
+			t.Fatalf("held sandbox: %v", err)
+		}
+		b, _ := os.ReadFile(r.Task.Session)
+		sawMissing := strings.Contains(string(b), "README.md does not exist")
+		if held && (err != nil || sawMissing) {
+			t.Fatalf("held sandbox: %v; the first read_file found no README.md: %v", err, sawMissing)
+		}
+		if !held && !sawMissing {
+			t.Fatalf("control: with the sandbox not held, the first tool call still saw the file (was the fill slowed down?): %v", err)
+		}
+		if held && r.Task.Timings.Ready < 400 {
+			t.Errorf("ready after %d ms, before the files were written", r.Task.Timings.Ready)
+		}
+		if !r.Task.Populated {
+			t.Errorf("held=%v: the record does not say the worktree is populated", held)
+		}
+	}
 }

@@ -23,10 +23,15 @@ type UnsafeOptions struct {
 	// NoFreezeLock lets a sandbox be created over a worktree while a host
 	// step has its sandboxes frozen (see createSandbox).
 	NoFreezeLock bool
+	// NoHold lets a new task's sandbox run tool calls while its worktree's
+	// files are still being written.
+	NoHold bool
 }
 
 // Any reports whether any defence is off.
-func (u UnsafeOptions) Any() bool { return u.NoFreeze || u.FollowSymlinks || u.NoFreezeLock }
+func (u UnsafeOptions) Any() bool {
+	return u.NoFreeze || u.FollowSymlinks || u.NoFreezeLock || u.NoHold
+}
 
 // whileFrozen runs step, a host step that reads or writes the worktree
 // dir (git add, git apply, handing files over), while no process of a

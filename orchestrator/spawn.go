@@ -43,6 +43,10 @@ var _ agent.Spawner = (*spawner)(nil)
 // Spawn runs tasks and returns one result per task, in order.
 func (s *spawner) Spawn(ctx context.Context, tasks []agent.SubTask) ([]agent.SubResult, error) {
 	o, t := s.r.o, s.r.Task
+	// The snapshot below is of the parent's whole tree.
+	if err := s.r.waitFilled(); err != nil {
+		return nil, err
+	}
 	repo, err := o.openRepo(ctx, t)
 	if err != nil {
 		return nil, err

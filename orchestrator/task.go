@@ -66,8 +66,13 @@ type Run struct {
 	// the sandbox has no network at all.
 	egressDir string
 	// mu guards Task while the run's goroutines (event recorder,
-	// sub-agents) change and save it.
+	// sub-agents, the new worktree's fill) change and save it.
 	mu sync.Mutex
+	// filled is closed when a new worktree's files are all written
+	// (nil when they were there before the run); fillErr (under mu) is
+	// the error of writing them.
+	filled  chan struct{}
+	fillErr error
 }
 
 // Close releases the task's claim and the model endpoint.

@@ -58,6 +58,14 @@ type ExecResult struct {
 // process, so the command may keep running (the toolbox's bash tool is the
 // way to run commands with a deadline).
 func (s *Sandbox) Exec(ctx context.Context, opts ExecOptions) (ExecResult, error) {
+	if err := s.waitHold(ctx); err != nil {
+		return ExecResult{}, err
+	}
+	return s.exec(ctx, opts)
+}
+
+// exec is Exec without waiting for Hold's condition.
+func (s *Sandbox) exec(ctx context.Context, opts ExecOptions) (ExecResult, error) {
 	if len(opts.Cmd) == 0 {
 		return ExecResult{}, errors.New("exec: no command given")
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -46,6 +47,8 @@ type Sandbox struct {
 	// shell is Spec.Shell (or LabelShell of a found sandbox): the bash
 	// tool's shell; "" lets the toolbox choose (bash where the image has it).
 	shell string
+
+	held atomic.Pointer[hold] // see Hold
 
 	mu      sync.Mutex
 	sess    *session

@@ -35,6 +35,9 @@ func (s *Sandbox) StartStdio(ctx context.Context, cmd []string, env []string) (*
 	if len(cmd) == 0 {
 		return nil, fmt.Errorf("stdio: no command given")
 	}
+	if err := s.waitHold(ctx); err != nil {
+		return nil, err
+	}
 	var rb [6]byte
 	_, _ = rand.Read(rb[:])
 	pidFile := "/tmp/.agent-stdio-" + hex.EncodeToString(rb[:]) + ".pid"

@@ -36,6 +36,11 @@ func (s *Sandbox) Tool(ctx context.Context, name string, args json.RawMessage) (
 		// A bad argument is a result for the model, not a failure.
 		return toolbox.Response{Output: fmt.Sprintf("invalid arguments for %s: not valid JSON", name), IsError: true}, nil
 	}
+	if name != toolbox.OpPing {
+		if err := s.waitHold(ctx); err != nil {
+			return toolbox.Response{}, err
+		}
+	}
 	if sess := s.session(ctx); sess != nil {
 		resp, sent, err := sess.call(ctx, name, args)
 		if err == nil || !errors.Is(err, errSessionLost) {
@@ -63,7 +68,7 @@ func (s *Sandbox) callExec(ctx context.Context, name string, args json.RawMessag
 	// frame, so that nothing it prints makes the host grow.
 	out := &boundedBuffer{max: frameLimit(s.drv)}
 	errOut := &tailBuffer{max: 4 << 10}
-	res, err := s.Exec(ctx, ExecOptions{
+	res, err := s.exec(ctx, ExecOptions{
 		Cmd:   toolboxCmd("call", s.shell),
 		Stdin: bytes.NewReader(append(req, '\n')), Stdout: out, Stderr: errOut,
 	})
