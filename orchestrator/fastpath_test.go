@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"
+	"github.com/localagent/agent/sandbox/sandboxtest"
 )
 
 // describeTree maps every entry under root (but a top-level .git) to its
@@ -294,6 +296,70 @@ turns:
 		}
 		if !r.Task.Populated {
 			t.Errorf("held=%v: the record does not say the worktree is populated", held)
+		}
+	}
+}
+
+// recordingBackend remembers the spec of every sandbox it creates.
+type recordingBackend struct {
+	*sandboxtest.Local
+	mu    sync.Mutex
+	specs []sandbox.Spec
+}
+
+func (b *recordingBackend) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandbox, error) {
+	b.mu.Lock()
+	b.specs = append(b.specs, spec)
+	b.mu.Unlock()
+	return b.Local.Create(ctx, spec)
+}
+
+// No sandbox ever mounts a spare checkout: tasks and sub-agents started
+// from spares (of their commit and of another) mount their own worktree,
+// and no mount of theirs holds or lies in the spares directory.
+func TestSparesNeverMounted(t *testing.T) {
+	f := newLocalFixture(t, `model: scripted
+slots: 1
+turns:
+  - tool_calls:
+      - {name: spawn_agents, arguments: {tasks: [{name: helper, prompt: "write sub.txt"}]}}
+  - tool_calls:
+      - {name: write_file, arguments: {path: sub.txt, content: "from the sub-agent\n"}}
+  - text: Wrote sub.txt.
+  - expect: {tool_result_contains: "helper"}
+    text: The helper wrote sub.txt.
+`)
+	rec := &recordingBackend{Local: f.local}
+	f.o.opts.Engine = func(context.Context) (sandbox.Backend, error) { return rec, nil }
+	f.o.opts.SubAgents = true
+	f.o.opts.SpareCheckouts = 1
+	for range 3 {
+		f.run(t)
+		f.o.WaitSpares()
+		testGit(t, f.repo, "commit", "-q", "--allow-empty", "-m", "next")
+	}
+	if ents, _ := os.ReadDir(f.o.sparesDir()); len(ents) == 0 {
+		t.Fatal("no spare was made: the test does not exercise them")
+	}
+	inside := func(p, dir string) bool {
+		rel, err := filepath.Rel(dir, p)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+	}
+	spares := f.o.sparesDir()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.specs) < 6 {
+		t.Fatalf("%d sandboxes, want 3 tasks and 3 sub-agents", len(rec.specs))
+	}
+	for _, s := range rec.specs {
+		paths := []string{s.Workspace, s.History, s.EgressDir}
+		for _, m := range s.Mounts {
+			paths = append(paths, m.Source)
+		}
+		for _, p := range paths {
+			if p != "" && (inside(p, spares) || inside(spares, p)) {
+				t.Errorf("sandbox %s mounts %s, and the spares are in %s", s.Name, p, spares)
+			}
 		}
 	}
 }

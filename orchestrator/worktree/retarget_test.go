@@ -321,3 +321,85 @@ func TestRetargetSpareAheadAndBack(t *testing.T) {
 		t.Fatalf("retarget with no spare: %v, want ErrNoSpare", err)
 	}
 }
+
+// Host git and the hand-over on a spare never follow a symlink: a spare
+// whose tree has links to a directory and a file outside it, brought to a
+// tree where those names are a directory with files and a file, writes
+// and chowns inside the spare only, and back again.
+func TestRetargetNeverFollowsSymlinks(t *testing.T) {
+	ctx := context.Background()
+	dir := newRepo(t)
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "victim.txt")
+	write(t, victim, "host file\n")
+	if err := os.Symlink(outside, filepath.Join(dir, "d")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(dir, "f")); err != nil {
+		t.Fatal(err)
+	}
+	plainGit(t, dir, "add", "-A")
+	plainGit(t, dir, "commit", "-q", "-m", "links")
+	links := plainGit(t, dir, "rev-parse", "HEAD")
+	plainGit(t, dir, "rm", "-q", "d", "f")
+	write(t, filepath.Join(dir, "d", "victim.txt"), "written by the update\n")
+	write(t, filepath.Join(dir, "d", "x", "y.txt"), "deeper\n")
+	write(t, filepath.Join(dir, "f"), "a file now\n")
+	plainGit(t, dir, "add", "-A")
+	plainGit(t, dir, "commit", "-q", "-m", "files")
+	files := plainGit(t, dir, "rev-parse", "HEAD")
+	r := openRepo(t, dir)
+
+	uid, gid := os.Getuid(), os.Getgid()
+	// Every hand-over is recorded; as root it also changes owners.
+	var handed []string
+	own := func(root, rel string) error {
+		handed = append(handed, rel)
+		if os.Geteuid() != 0 {
+			return nil
+		}
+		return LchownChain(root, rel, 65534, 65534)
+	}
+	if os.Geteuid() == 0 {
+		uid, gid = 65534, 65534
+	}
+	before := func() (int, int) {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(victim, &st); err != nil {
+			t.Fatal(err)
+		}
+		return int(st.Uid), int(st.Gid)
+	}
+	vu, vg := before()
+	spares := t.TempDir()
+	key, _ := r.SpareKey(ctx, links, uid, gid)
+	if err := r.MakeSpare(ctx, filepath.Join(spares, key), links, nil); err != nil {
+		t.Fatal(err)
+	}
+	check := func(commit string) {
+		t.Helper()
+		if b, _ := os.ReadFile(victim); string(b) != "host file\n" {
+			t.Fatalf("the file behind the link was written: %q", b)
+		}
+		if ents, _ := os.ReadDir(outside); len(ents) != 1 {
+			t.Fatalf("the directory behind the link holds %d entries, want 1", len(ents))
+		}
+		if u, g := before(); u != vu || g != vg {
+			t.Fatalf("the file behind the link changed owner to %d:%d", u, g)
+		}
+		k, _ := r.SpareKey(ctx, commit, uid, gid)
+		assertCheckoutOf(t, dir, filepath.Join(spares, k, spareFiles), commit, -1, -1)
+	}
+	fam := SpareFamilyOf(key)
+	if err := r.RetargetSpare(ctx, spares, fam, files, own); err != nil {
+		t.Fatal(err)
+	}
+	check(files)
+	if len(handed) == 0 {
+		t.Fatal("nothing was handed over")
+	}
+	if err := r.RetargetSpare(ctx, spares, fam, links, own); err != nil {
+		t.Fatal(err)
+	}
+	check(links)
+}
