@@ -36,10 +36,31 @@ const (
 // the untracked files the user approved. It runs right after the checkout,
 // before the sandbox runs anything.
 func (o *Orchestrator) populateExtras(ctx context.Context, repo *worktree.Repo, wt *worktree.Worktree, t *store.Task) error {
-	if err := o.populateSubmodules(ctx, repo, wt, t); err != nil {
+	return o.fillExtras(ctx, repo, wt, t, o.listExtras(ctx, repo, wt, t))
+}
+
+// extras are a new worktree's submodules and LFS files (listed once: on a
+// big repository each listing reads the whole index).
+type extras struct {
+	subs []worktree.Submodule
+	lfs  []worktree.LFSFile
+	err  error
+}
+
+func (o *Orchestrator) listExtras(ctx context.Context, repo *worktree.Repo, wt *worktree.Worktree, t *store.Task) extras {
+	subs, lfs, err := repo.Extras(ctx, wt, t.StartCommit)
+	return extras{subs: subs, lfs: lfs, err: err}
+}
+
+// fillExtras is populateExtras with the lists made.
+func (o *Orchestrator) fillExtras(ctx context.Context, repo *worktree.Repo, wt *worktree.Worktree, t *store.Task, ex extras) error {
+	if ex.err != nil {
+		return ex.err
+	}
+	if err := o.populateSubmodules(ctx, repo, wt, t, ex.subs); err != nil {
 		return err
 	}
-	if err := o.populateLFS(ctx, repo, wt, t); err != nil {
+	if err := o.populateLFS(ctx, repo, wt, t, ex.lfs); err != nil {
 		return err
 	}
 	return o.copyIncludes(ctx, repo, wt, t)
@@ -52,10 +73,9 @@ const maxLFSTotal = 16 << 30
 // where the user's repository has the objects (nothing is fetched), and
 // marks them unchanged in the worktree's index so that the task's commit
 // keeps the pointers.
-func (o *Orchestrator) populateLFS(ctx context.Context, repo *worktree.Repo, wt *worktree.Worktree, t *store.Task) error {
-	files, err := repo.LFSFiles(ctx, wt)
-	if err != nil || len(files) == 0 {
-		return err
+func (o *Orchestrator) populateLFS(ctx context.Context, repo *worktree.Repo, wt *worktree.Worktree, t *store.Task, files []worktree.LFSFile) error {
+	if len(files) == 0 {
+		return nil
 	}
 	root, err := os.OpenRoot(wt.Path)
 	if err != nil {
@@ -105,10 +125,9 @@ func copyLFS(root *os.Root, f worktree.LFSFile) error {
 	return err
 }
 
-func (o *Orchestrator) populateSubmodules(ctx context.Context, repo *worktree.Repo, wt *worktree.Worktree, t *store.Task) error {
-	subs, err := repo.Submodules(ctx, t.StartCommit)
-	if err != nil || len(subs) == 0 {
-		return err
+func (o *Orchestrator) populateSubmodules(ctx context.Context, repo *worktree.Repo, wt *worktree.Worktree, t *store.Task, subs []worktree.Submodule) error {
+	if len(subs) == 0 {
+		return nil
 	}
 	root, err := os.OpenRoot(wt.Path)
 	if err != nil {

@@ -43,8 +43,9 @@ func (o *Orchestrator) populateFast(ctx context.Context, repo *worktree.Repo, wt
 	if err != nil {
 		return err
 	}
-	extrasWrite := !claimed || o.extrasMayWrite(ctx, repo, wt, t)
-	if err := o.populateExtras(ctx, repo, wt, t); err != nil {
+	ex := o.listExtras(ctx, repo, wt, t)
+	extrasWrite := !claimed || o.extrasWrite(ex)
+	if err := o.fillExtras(ctx, repo, wt, t, ex); err != nil {
 		return err
 	}
 	if !u.Chown || !extrasWrite {
@@ -125,14 +126,11 @@ func (o *Orchestrator) prepareSpare(repo *worktree.Repo, commit string) {
 // worktree (as this process's user): submodules, Git LFS files or
 // approved untracked files. When unsure, yes.
 func (o *Orchestrator) extrasMayWrite(ctx context.Context, repo *worktree.Repo, wt *worktree.Worktree, t *store.Task) bool {
-	if len(o.opts.Environment.Include) > 0 {
-		return true
-	}
-	if subs, err := repo.Submodules(ctx, t.StartCommit); err != nil || len(subs) > 0 {
-		return true
-	}
-	files, err := repo.LFSFiles(ctx, wt)
-	return err != nil || len(files) > 0
+	return o.extrasWrite(o.listExtras(ctx, repo, wt, t))
+}
+
+func (o *Orchestrator) extrasWrite(ex extras) bool {
+	return len(o.opts.Environment.Include) > 0 || ex.err != nil || len(ex.subs) > 0 || len(ex.lfs) > 0
 }
 
 // refillSpare makes the spare checkout key in the background, unless it

@@ -30,9 +30,27 @@ var lfsPointer = regexp.MustCompile(`\Aversion https://git-lfs\.github\.com/spec
 // "filter=lfs" attribute, a pointer blob) and whose objects are present
 // locally. Objects are never fetched. Only the index is read.
 func (r *Repo) LFSFiles(ctx context.Context, w *Worktree) ([]LFSFile, error) {
+	_, files, err := r.lfsFiles(ctx, w)
+	return files, err
+}
+
+// Extras lists, from one listing of the worktree's index, what a checkout
+// of commit (the worktree's) leaves out: its submodules (Submodules, only
+// read when the index has a gitlink) and its LFS files (LFSFiles).
+func (r *Repo) Extras(ctx context.Context, w *Worktree, commit string) ([]Submodule, []LFSFile, error) {
+	gitlinks, files, err := r.lfsFiles(ctx, w)
+	if err != nil || !gitlinks {
+		return nil, files, err
+	}
+	subs, err := r.Submodules(ctx, commit)
+	return subs, files, err
+}
+
+// lfsFiles is LFSFiles, also saying whether the index has a gitlink.
+func (r *Repo) lfsFiles(ctx context.Context, w *Worktree) (gitlinks bool, _ []LFSFile, _ error) {
 	out, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, args: []string{"ls-files", "-z", "-s"}})
 	if err != nil {
-		return nil, fmt.Errorf("listing the worktree: %w", err)
+		return false, nil, fmt.Errorf("listing the worktree: %w", err)
 	}
 	type entry struct{ sha, path string }
 	var entries []entry
@@ -40,6 +58,9 @@ func (r *Repo) LFSFiles(ctx context.Context, w *Worktree) ([]LFSFile, error) {
 	for _, e := range lines(string(out), 0) {
 		meta, p, ok := strings.Cut(e, "\t")
 		f := strings.Fields(meta)
+		if ok && len(f) == 3 && f[0] == "160000" {
+			gitlinks = true
+		}
 		if !ok || len(f) != 3 || (f[0] != "100644" && f[0] != "100755") {
 			continue
 		}
@@ -49,7 +70,7 @@ func (r *Repo) LFSFiles(ctx context.Context, w *Worktree) ([]LFSFile, error) {
 		entries = append(entries, entry{f[1], p})
 	}
 	if !hasAttrs || len(entries) == 0 {
-		return nil, nil
+		return gitlinks, nil, nil
 	}
 	var in bytes.Buffer
 	for _, e := range entries {
@@ -57,7 +78,7 @@ func (r *Repo) LFSFiles(ctx context.Context, w *Worktree) ([]LFSFile, error) {
 	}
 	attrs, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, args: []string{"check-attr", "--cached", "-z", "--stdin", "filter"}, stdin: &in})
 	if err != nil {
-		return nil, fmt.Errorf("reading attributes: %w", err)
+		return gitlinks, nil, fmt.Errorf("reading attributes: %w", err)
 	}
 	lfs := map[string]bool{}
 	parts := strings.Split(string(attrs), "\x00")
@@ -75,13 +96,13 @@ func (r *Repo) LFSFiles(ctx context.Context, w *Worktree) ([]LFSFile, error) {
 		}
 	}
 	if len(marked) == 0 {
-		return nil, nil
+		return gitlinks, nil, nil
 	}
 	// Only blobs small enough to be a pointer are read: a file marked lfs
 	// but committed with its contents is not loaded into memory.
 	sizes, err := r.g.run(ctx, invocation{gitDir: r.CommonDir, args: []string{"cat-file", "--batch-check"}, stdin: &all})
 	if err != nil {
-		return nil, fmt.Errorf("reading pointer sizes: %w", err)
+		return gitlinks, nil, fmt.Errorf("reading pointer sizes: %w", err)
 	}
 	var shas bytes.Buffer
 	var cand []entry
@@ -97,11 +118,11 @@ func (r *Repo) LFSFiles(ctx context.Context, w *Worktree) ([]LFSFile, error) {
 		shas.WriteString(marked[i].sha + "\n")
 	}
 	if len(cand) == 0 {
-		return nil, nil
+		return gitlinks, nil, nil
 	}
 	blobs, err := r.g.run(ctx, invocation{gitDir: r.CommonDir, args: []string{"cat-file", "--batch"}, stdin: &shas})
 	if err != nil {
-		return nil, fmt.Errorf("reading pointers: %w", err)
+		return gitlinks, nil, fmt.Errorf("reading pointers: %w", err)
 	}
 	br := bufio.NewReader(bytes.NewReader(blobs))
 	var files []LFSFile
@@ -134,7 +155,7 @@ func (r *Repo) LFSFiles(ctx context.Context, w *Worktree) ([]LFSFile, error) {
 		}
 		files = append(files, LFSFile{Path: e.path, Object: obj, Size: size})
 	}
-	return files, nil
+	return gitlinks, files, nil
 }
 
 // AssumeUnchanged tells the worktree's index to take paths as unchanged,

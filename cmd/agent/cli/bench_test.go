@@ -32,7 +32,8 @@ func TestBenchJSON(t *testing.T) {
 		t.Errorf("concurrent: %+v", c)
 	}
 	if s := full.TaskStart; s == nil || len(s.Sizes) != 1 || s.Sizes[0].Files != 300 || s.Sizes[0].ColdMS <= 0 ||
-		s.Sizes[0].Warm.N == 0 || s.Sizes[0].Baseline.N == 0 || s.Sizes[0].WarmVsBaseline <= 0 {
+		s.Sizes[0].Warm.N == 0 || s.Sizes[0].Baseline.N == 0 || s.Sizes[0].WarmVsBaseline <= 0 ||
+		s.Sizes[0].NewCommit.N != 1 || s.Sizes[0].NewCommitVsBaseline <= 0 || s.Sizes[0].CommitFrozen.N == 0 || s.Sizes[0].TargetMS != 1500 {
 		t.Errorf("task start: %+v", s)
 	}
 	for name, s := range map[string]sandbox.Stats{"ready": rep.Ready, "docker run": rep.DockerRun, "read_file": rep.ReadFile, "bash": rep.BashTrue, "docker exec": rep.DockerExec} {
