@@ -84,6 +84,7 @@ func (r *Run) Execute(ctx context.Context) error {
 	rec, closeLog := r.recorder()
 	defer closeLog()
 	sink := event.Tee(o.opts.Sink, rec)
+	defer r.runDirtyNote()()
 
 	if r.resume {
 		// What a killed run left: its sandboxes (also one created just

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localagent/agent/agent/event"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"
@@ -362,4 +363,22 @@ turns:
 			}
 		}
 	}
+}
+
+// The notice about the user's uncommitted changes, read while the task
+// starts, is shown before the run ends.
+func TestDirtyNoticeShownDuringRun(t *testing.T) {
+	f := newLocalFixture(t, writeGreetScript)
+	rec := &event.Recorder{}
+	f.o.opts.Sink = rec
+	if err := os.WriteFile(filepath.Join(f.repo, "scratch.txt"), []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.run(t)
+	for _, e := range rec.Events() {
+		if e.Kind == event.Notice && strings.Contains(e.Text, "1 uncommitted change(s)") {
+			return
+		}
+	}
+	t.Fatalf("no notice about the uncommitted change: %+v", rec.Events())
 }

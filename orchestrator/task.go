@@ -73,6 +73,9 @@ type Run struct {
 	// the error of writing them.
 	filled  chan struct{}
 	fillErr error
+	// dirtyNote delivers the notice about the user's uncommitted changes
+	// ("" for none) of a new task.
+	dirtyNote chan string
 }
 
 // Close releases the task's claim and the model endpoint.
@@ -189,21 +192,33 @@ func (o *Orchestrator) NewTask(ctx context.Context, opts TaskOptions) (_ *Run, e
 		t.Branch = "agent/task-" + id
 	}
 
-	dirty, err := repo.Dirty(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if len(dirty) > 0 {
-		if opts.IncludeUncommitted {
+	var dirtyNote chan string
+	if opts.IncludeUncommitted {
+		dirty, err := repo.Dirty(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if len(dirty) > 0 {
 			snap, err := repo.Snapshot(ctx, base, "Snapshot of uncommitted changes\n\nThe task started from these changes on top of "+short(base.Commit)+".\n\nAgent-Task: "+id+"\n")
 			if err != nil {
 				return nil, err
 			}
 			t.StartCommit = snap
 			o.emit(t, event.Notice, fmt.Sprintf("your checkout has %d uncommitted change(s); the task starts from a snapshot of them (commit %s on its branch)", len(dirty), short(snap)))
-		} else {
-			o.emit(t, event.Notice, fmt.Sprintf("your checkout has %d uncommitted change(s); they are left alone and the task starts from the base commit %s (pass --include-uncommitted to start from them)", len(dirty), short(base.Commit)))
 		}
+	} else {
+		// Only a notice depends on the user's uncommitted changes: on a
+		// big checkout, git status takes a second or more, so it runs
+		// while the task starts and the run shows the notice (runDirtyNote).
+		dirtyNote = make(chan string, 1)
+		go func() {
+			dirty, err := repo.Dirty(context.WithoutCancel(ctx))
+			if err != nil || len(dirty) == 0 {
+				dirtyNote <- ""
+				return
+			}
+			dirtyNote <- fmt.Sprintf("your checkout has %d uncommitted change(s); they are left alone and the task starts from the base commit %s (pass --include-uncommitted to start from them)", len(dirty), short(base.Commit))
+		}()
 	}
 
 	// Journal first: a kill while the branch and worktree are created
@@ -229,7 +244,25 @@ func (o *Orchestrator) NewTask(ctx context.Context, opts TaskOptions) (_ *Run, e
 		return nil, err
 	}
 	o.emit(t, event.Progress, fmt.Sprintf("task %s: branch %s from %s, worktree %s", id, t.Branch, describeBase(t), wt.Path))
-	return &Run{o: o, Task: t, ep: ep, release: release, begin: begin}, nil
+	return &Run{o: o, Task: t, ep: ep, release: release, begin: begin, dirtyNote: dirtyNote}, nil
+}
+
+// runDirtyNote shows the notice about the user's uncommitted changes when
+// it is known, in the background; the returned wait waits for it.
+func (r *Run) runDirtyNote() (wait func()) {
+	note := r.dirtyNote
+	r.dirtyNote = nil
+	if note == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if msg := <-note; msg != "" {
+			r.o.emit(r.Task, event.Notice, msg)
+		}
+	}()
+	return func() { <-done }
 }
 
 // ResumeOptions say how to continue a task.
