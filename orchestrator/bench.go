@@ -245,9 +245,8 @@ func benchStartSize(ctx context.Context, opts StartBenchOptions, docker string, 
 }
 
 // generateRepo makes a repository of n small files in directories of 100,
-// one commit, through git fast-import. Its own checkout is left empty:
-// tasks branch from the commit, and writing the files there would only
-// slow the benchmark down.
+// one commit, through git fast-import, and checks it out, as a user's
+// repository is (a task reads the state of the user's checkout).
 func generateRepo(ctx context.Context, dir string, n int) error {
 	if out, err := plainGit(ctx, "", "init", "-q", "-b", "main", dir); err != nil {
 		return fmt.Errorf("git init: %v: %s", err, out)
@@ -263,12 +262,16 @@ func generateRepo(ctx context.Context, dir string, n int) error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("git fast-import: %v: %s", err, out)
 	}
+	if out, err := plainGit(ctx, dir, "-c", "checkout.workers=8", "reset", "--hard", "-q"); err != nil {
+		return fmt.Errorf("git reset --hard: %v: %s", err, out)
+	}
 	return nil
 }
 
 // newCommit commits on main of the generated repository, as a user would
 // between two tasks: ten files changed, one added in a new directory, one
-// deleted (the i-th commit changes other files than the one before).
+// deleted (the i-th commit changes other files than the one before); the
+// checkout follows.
 func newCommit(ctx context.Context, dir string, i int) error {
 	tip, err := plainGit(ctx, dir, "rev-parse", "--verify", "main")
 	if err != nil {
@@ -287,6 +290,10 @@ func newCommit(ctx context.Context, dir string, i int) error {
 	cmd.Stdin = &in
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("git fast-import: %v: %s", err, out)
+	}
+	// The user's checkout follows, as after a commit there.
+	if out, err := plainGit(ctx, dir, "reset", "--hard", "-q"); err != nil {
+		return fmt.Errorf("git reset --hard: %v: %s", err, out)
 	}
 	return nil
 }
