@@ -358,7 +358,7 @@ func TestRetargetNeverFollowsSymlinks(t *testing.T) {
 		if os.Geteuid() != 0 {
 			return nil
 		}
-		return LchownChain(root, rel, 65534, 65534)
+		return hostfs.LchownChain(root, rel, 65534, 65534)
 	}
 	if os.Geteuid() == 0 {
 		uid, gid = 65534, 65534
