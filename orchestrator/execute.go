@@ -252,7 +252,9 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 				fillHook()
 			}
 			err := o.populate(ctx, t, u)
-			r.tally(func(t *store.Task) {
+			// Saved before the sandbox may run anything: a resume must
+			// never write the files again over the agent's work.
+			_ = r.update(func(t *store.Task) {
 				r.fillErr = err
 				if err == nil {
 					t.Populated = true
