@@ -84,7 +84,6 @@ func (r *Run) Execute(ctx context.Context) error {
 	rec, closeLog := r.recorder()
 	defer closeLog()
 	sink := event.Tee(o.opts.Sink, rec)
-	defer r.runDirtyNote()()
 
 	if r.resume {
 		// What a killed run left: its sandboxes (also one created just
@@ -110,6 +109,7 @@ func (r *Run) Execute(ctx context.Context) error {
 	if err != nil {
 		return r.stop(ctx, err)
 	}
+	defer r.runDirtyNote()()
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()

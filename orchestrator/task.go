@@ -73,9 +73,9 @@ type Run struct {
 	// the error of writing them.
 	filled  chan struct{}
 	fillErr error
-	// dirtyNote delivers the notice about the user's uncommitted changes
-	// ("" for none) of a new task.
-	dirtyNote chan string
+	// dirtyNote reads the user's uncommitted changes and returns the
+	// notice about them ("" for none), for a new task.
+	dirtyNote func() string
 }
 
 // Close releases the task's claim and the model endpoint.
@@ -192,7 +192,7 @@ func (o *Orchestrator) NewTask(ctx context.Context, opts TaskOptions) (_ *Run, e
 		t.Branch = "agent/task-" + id
 	}
 
-	var dirtyNote chan string
+	var dirtyNote func() string
 	if opts.IncludeUncommitted {
 		dirty, err := repo.Dirty(ctx)
 		if err != nil {
@@ -208,17 +208,16 @@ func (o *Orchestrator) NewTask(ctx context.Context, opts TaskOptions) (_ *Run, e
 		}
 	} else {
 		// Only a notice depends on the user's uncommitted changes: on a
-		// big checkout, git status takes a second or more, so it runs
-		// while the task starts and the run shows the notice (runDirtyNote).
-		dirtyNote = make(chan string, 1)
-		go func() {
+		// big checkout, git status takes a second or more (and most of a
+		// small machine), so the run reads them once its sandbox is ready
+		// and shows the notice then (runDirtyNote).
+		dirtyNote = func() string {
 			dirty, err := repo.Dirty(context.WithoutCancel(ctx))
 			if err != nil || len(dirty) == 0 {
-				dirtyNote <- ""
-				return
+				return ""
 			}
-			dirtyNote <- fmt.Sprintf("your checkout has %d uncommitted change(s); they are left alone and the task starts from the base commit %s (pass --include-uncommitted to start from them)", len(dirty), short(base.Commit))
-		}()
+			return fmt.Sprintf("your checkout has %d uncommitted change(s); they are left alone and the task starts from the base commit %s (pass --include-uncommitted to start from them)", len(dirty), short(base.Commit))
+		}
 	}
 
 	// Journal first: a kill while the branch and worktree are created
@@ -247,8 +246,8 @@ func (o *Orchestrator) NewTask(ctx context.Context, opts TaskOptions) (_ *Run, e
 	return &Run{o: o, Task: t, ep: ep, release: release, begin: begin, dirtyNote: dirtyNote}, nil
 }
 
-// runDirtyNote shows the notice about the user's uncommitted changes when
-// it is known, in the background; the returned wait waits for it.
+// runDirtyNote reads the user's uncommitted changes and shows the notice
+// about them, in the background; the returned wait waits for it.
 func (r *Run) runDirtyNote() (wait func()) {
 	note := r.dirtyNote
 	r.dirtyNote = nil
@@ -258,7 +257,7 @@ func (r *Run) runDirtyNote() (wait func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if msg := <-note; msg != "" {
+		if msg := note(); msg != "" {
 			r.o.emit(r.Task, event.Notice, msg)
 		}
 	}()
