@@ -33,7 +33,7 @@ test: images
 # The environment tests that install real Debian packages (python3,
 # golang-go) from the configured mirror: a few minutes on a cold machine.
 test-env: images
-	AGENT_ENV_TESTS=1 $(GOTEST) $(TESTFLAGS) -run 'TestEnv' ./tests/
+	AGENT_TEST_ENV=1 $(GOTEST) $(TESTFLAGS) -run 'TestEnv' ./tests/
 
 # The soak: 50 short tasks in a row (merge, keep then merge, discard) must
 # leave nothing behind and not grow (about two minutes).

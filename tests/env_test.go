@@ -29,12 +29,12 @@ import (
 // Environment tests. The ones that install real Debian packages (python3,
 // golang-go) from the configured mirror take about a minute each on a cold
 // machine and need the mirror reachable from the host: they run only with
-// AGENT_ENV_TESTS=1 (`make test-env`).
+// AGENT_TEST_ENV=1 (`make test-env`).
 
 func requireEnvTests(t *testing.T) {
 	t.Helper()
-	if os.Getenv("AGENT_ENV_TESTS") != "1" {
-		t.Skip("installs Debian packages from the mirror (about a minute): set AGENT_ENV_TESTS=1")
+	if os.Getenv("AGENT_TEST_ENV") != "1" {
+		t.Skip("installs Debian packages from the mirror (about a minute): set AGENT_TEST_ENV=1")
 	}
 }
 
