@@ -24,3 +24,22 @@ func DefaultLimits() Limits {
 		TmpfsBytes:  1 << 30,
 	}
 }
+
+// OrDefaults returns l with every limit that is not set (zero or less)
+// taken from DefaultLimits.
+func (l Limits) OrDefaults() Limits {
+	d := DefaultLimits()
+	if l.MemoryBytes <= 0 {
+		l.MemoryBytes = d.MemoryBytes
+	}
+	if l.NanoCPUs <= 0 {
+		l.NanoCPUs = d.NanoCPUs
+	}
+	if l.Pids <= 0 {
+		l.Pids = d.Pids
+	}
+	if l.TmpfsBytes <= 0 {
+		l.TmpfsBytes = d.TmpfsBytes
+	}
+	return l
+}

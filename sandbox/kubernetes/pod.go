@@ -108,19 +108,7 @@ func defaults(s sandbox.Spec) (sandbox.Spec, error) {
 	if s.Image == "" {
 		s.Image = sandbox.DefaultImage
 	}
-	d := policy.DefaultLimits()
-	if s.Limits.MemoryBytes <= 0 {
-		s.Limits.MemoryBytes = d.MemoryBytes
-	}
-	if s.Limits.NanoCPUs <= 0 {
-		s.Limits.NanoCPUs = d.NanoCPUs
-	}
-	if s.Limits.Pids <= 0 {
-		s.Limits.Pids = d.Pids
-	}
-	if s.Limits.TmpfsBytes <= 0 {
-		s.Limits.TmpfsBytes = d.TmpfsBytes
-	}
+	s.Limits = s.Limits.OrDefaults()
 	if s.Shell != "" && !strings.HasPrefix(s.Shell, "/") {
 		return s, fmt.Errorf("shell %q must be an absolute path inside the image, e.g. /bin/bash", s.Shell)
 	}
