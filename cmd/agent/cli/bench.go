@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"github.com/localagent/agent/orchestrator"
 	"github.com/localagent/agent/sandbox"
 )
@@ -156,7 +157,7 @@ func benchRun(ctx context.Context, opts *BenchOptions) error {
 	if err != nil {
 		return err
 	}
-	progress := func(s string) { fmt.Fprintln(opts.IO.ErrOut, "bench: "+s) }
+	progress := func(s string) { fmt.Fprintln(opts.IO.ErrOut, "bench: "+termtext.Line(s)) }
 	isolations := opts.Isolations
 	if len(isolations) == 0 {
 		isolations = []string{cfg.Sandbox.Isolation}
@@ -255,7 +256,7 @@ func writeStartBench(w io.Writer, r benchReport) error {
 }
 
 func writeBenchTable(w io.Writer, rep sandbox.BenchReport) error {
-	fmt.Fprintf(w, "image %s, engine %s, isolation %s, %d iterations\n\n", rep.Image, rep.Engine, rep.Isolation, rep.Iterations)
+	fmt.Fprintf(w, "image %s, engine %s, isolation %s, %d iterations\n\n", termtext.Line(rep.Image), termtext.Line(rep.Engine), rep.Isolation, rep.Iterations)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "operation\tn\tmedian ms\tp95 ms\t")
 	for _, r := range []struct {

@@ -379,7 +379,11 @@ func (d *doctor) isolation(ctx context.Context, info system.Info) {
 	}
 	want, runtime := sandbox.IsolationRunc, ""
 	if d.cfg != nil {
-		want, _ = sandbox.ParseIsolation(d.cfg.Sandbox.Isolation)
+		var err error
+		if want, err = sandbox.ParseIsolation(d.cfg.Sandbox.Isolation); err != nil {
+			d.add("isolation", VerdictFail, detail, "sandbox.isolation: "+err.Error())
+			return
+		}
 		runtime = d.cfg.Sandbox.Runtime
 	}
 	detail += "; configured: " + string(want)

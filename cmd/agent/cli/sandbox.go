@@ -506,7 +506,7 @@ func sandboxListRun(ctx context.Context, opts *SandboxListOptions) error {
 		if pool == "" {
 			pool = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortID(sb.ID), sb.State, pool, termtext.Line(sb.Image), sb.User, age(sb.Created)+" ago", termtext.Path(sb.Workspace))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortID(sb.ID), termtext.Line(sb.State), pool, termtext.Line(sb.Image), termtext.Line(sb.User), age(sb.Created)+" ago", termtext.Path(sb.Workspace))
 	}
 	return tw.Flush()
 }

@@ -693,10 +693,10 @@ func gcRun(ctx context.Context, opts *GCOptions) error {
 		fmt.Fprintf(w, "task %s: its process died; marked interrupted (agent resume %s)\n", id, id)
 	}
 	for _, id := range rep.RemovedContainers {
-		fmt.Fprintf(w, "removed sandbox container %s\n", id)
+		fmt.Fprintf(w, "removed sandbox container %s\n", termtext.Line(id))
 	}
 	for _, id := range rep.RemovedPool {
-		fmt.Fprintf(w, "removed warm pool sandbox %s\n", id)
+		fmt.Fprintf(w, "removed warm pool sandbox %s\n", termtext.Line(id))
 	}
 	for _, p := range rep.RemovedWorktrees {
 		fmt.Fprintf(w, "removed worktree %s\n", termtext.Path(p))
