@@ -183,6 +183,10 @@ func newEngine(ctx context.Context, api engine, host string) (*Engine, error) {
 		// rootless cgroup v1 container never gets); its own info does.
 		if h, err := podmanHostInfo(ctx, api); err == nil {
 			e.applyPodmanHost(h)
+		} else {
+			// Unknown: assume the weakest case rather than trust limits
+			// and a freezer the engine may not give.
+			e.Rootless, e.NoCgroupLimits, e.SignalFreeze = true, true, true
 		}
 	}
 	switch os.Getenv(FreezeEnv) {

@@ -188,10 +188,15 @@ func (e *Engine) signalFreeze(ctx context.Context, id string) error {
 		return err
 	}
 	if err := e.toolboxSignal(ctx, id, "freeze", "-timeout", signalFreezeTimeout.String()); err != nil {
-		h.release()
 		if errors.Is(err, errNoProcess) {
+			h.release()
 			return nil // gone or stopped: nothing of it can run
 		}
+		// The freeze may have stopped some processes before it failed (or
+		// was killed): continue them, so that none stays stopped with no
+		// holder and no refusal of new execs.
+		_ = e.toolboxSignal(context.WithoutCancel(ctx), id, "thaw")
+		h.release()
 		return fmt.Errorf("freezing sandbox %s: %w", shortID(id), err)
 	}
 	return nil
