@@ -254,7 +254,7 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 			err := o.populate(ctx, t, u)
 			// Saved before the sandbox may run anything: a resume must
 			// never write the files again over the agent's work.
-			_ = r.update(func(t *store.Task) {
+			serr := r.update(func(t *store.Task) {
 				r.fillErr = err
 				if err == nil {
 					t.Populated = true
@@ -262,6 +262,10 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 					t.Timings.Ready = max(t.Timings.Ready, time.Since(r.begin).Milliseconds())
 				}
 			})
+			if err == nil && serr != nil {
+				// Not recorded: the hold stays shut (fail closed).
+				r.tally(func(*store.Task) { r.fillErr = fmt.Errorf("recording the filled worktree: %w", serr) })
+			}
 		}()
 	}
 	sb := warm
