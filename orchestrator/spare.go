@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -206,8 +207,19 @@ func (o *Orchestrator) trimSpares(keep int) {
 	}
 	slices.SortFunc(all, func(a, b spare) int { return b.mod.Compare(a.mod) })
 	for _, s := range all[min(keep, len(all)):] {
-		_ = os.RemoveAll(s.path)
+		removeSpare(s.path)
 	}
+}
+
+// removeSpare takes the spare at path by the same rename a claim uses, so
+// that a task claiming it at this moment gets it whole or not at all, and
+// then removes it. It reports whether it removed it.
+func removeSpare(path string) bool {
+	trash := fmt.Sprintf("%s.trash-%d-%d", path, os.Getpid(), time.Now().UnixNano())
+	if err := os.Rename(path, trash); err != nil {
+		return false // claimed (or removed) by someone else meanwhile
+	}
+	return hostfs.RemoveTree(trash) == nil
 }
 
 // staleSpareAge is how old a half-made or half-claimed spare must be
@@ -229,7 +241,7 @@ func (o *Orchestrator) gcSpares() []string {
 				continue
 			}
 		}
-		if err := os.RemoveAll(p); err == nil {
+		if removeSpare(p) {
 			removed = append(removed, p)
 		}
 	}

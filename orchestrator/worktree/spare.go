@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/localagent/agent/sandbox/hostfs"
 )
@@ -159,6 +160,7 @@ func (r *Repo) ClaimSpare(ctx context.Context, w *Worktree, dir string) error {
 		}
 		return fmt.Errorf("taking a spare checkout: %w", err)
 	}
+	touchTaken(claimed)
 	defer func() { _ = hostfs.RemoveTree(claimed) }()
 	b, err := os.ReadFile(filepath.Join(claimed, spareTree))
 	if err != nil {
@@ -267,6 +269,7 @@ func takeSpare(sparesDir, family, suffix string) (string, error) {
 		from := filepath.Join(sparesDir, c.name)
 		to := from + "." + suffix
 		if err := os.Rename(from, to); err == nil {
+			touchTaken(to)
 			return to, nil
 		}
 	}
@@ -381,4 +384,12 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return nil
+}
+
+// touchTaken dates a spare just taken (renamed) to now: a rename keeps the
+// directory's old mtime, and gc takes a dotted spare older than a few
+// minutes for the leftover of a killed process.
+func touchTaken(dir string) {
+	now := time.Now()
+	_ = os.Chtimes(dir, now, now)
 }
