@@ -402,16 +402,17 @@ func (p *Pool) slotOf(sb *Sandbox) (string, error) {
 
 // bindSlot moves s.Workspace's entries into the slot's workspace, gives
 // that directory the workspace's mode and owner and renames it onto the
-// workspace; then the same for the history when s has one. On failure
-// the entries moved so far go back.
+// workspace; the history, when s has one, goes first, so that nothing can
+// fail once the workspace is the member's. On failure the entries moved
+// so far go back.
 func bindSlot(slot string, s Spec) error {
-	if err := bindDir(filepath.Join(slot, slotWS), s.Workspace); err != nil {
-		return err
-	}
 	if s.History != "" {
 		if err := bindDir(filepath.Join(slot, slotHist), s.History); err != nil {
 			return err
 		}
+	}
+	if err := bindDir(filepath.Join(slot, slotWS), s.Workspace); err != nil {
+		return err
 	}
 	_ = os.Remove(slot)
 	return nil
