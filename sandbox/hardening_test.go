@@ -284,7 +284,11 @@ import (
 )
 
 func main() {
-	_, _, e := syscall.RawSyscall(syscall.SYS_PTRACE, syscall.PTRACE_TRACEME, 0, 0)
+	// PTRACE_CONT on itself: the kernel answers ESRCH (it is not traced),
+	// a filter EPERM. (PTRACE_TRACEME would make this Go program a tracee
+	// of the shell: its first runtime signal — a preemption under load —
+	// would stop it for good, and the probe would hang.)
+	_, _, e := syscall.RawSyscall6(syscall.SYS_PTRACE, syscall.PTRACE_CONT, uintptr(syscall.Getpid()), 0, 0, 0, 0)
 	fmt.Printf("ptrace=%d\n", int(e))
 	var params [128]byte
 	_, _, e = syscall.RawSyscall(425, 1, uintptr(unsafe.Pointer(&params[0])), 0) // io_uring_setup
@@ -361,13 +365,15 @@ func TestStrictSeccompProfile(t *testing.T) {
 		r = sh(t, plain, "/workspace/sysprobe")
 		// (process_vm_readv is refused by this engine's profile too, and
 		// io_uring_setup by Podman's.)
-		controls := []string{"ptrace", "io_uring_setup", "socket_vsock"}
+		// ptrace reaches the kernel, which answers ESRCH (3): the probe
+		// is not traced by itself.
+		controls := map[string]string{"ptrace": "3", "io_uring_setup": "0", "socket_vsock": "0"}
 		if e.Podman {
-			controls = []string{"ptrace", "socket_vsock"}
+			delete(controls, "io_uring_setup")
 		}
-		for _, k := range controls {
-			if got := field(t, r.Output, k); got != "0" {
-				t.Errorf("control: %s under the engine's profile should succeed, got errno %s", k, got)
+		for k, want := range controls {
+			if got := field(t, r.Output, k); got != want {
+				t.Errorf("control: %s under the engine's profile should reach the kernel (errno %s), got errno %s", k, want, got)
 			}
 		}
 		t.Logf("engine's profile: %s", strings.ReplaceAll(strings.TrimSpace(r.Output), "\n", " "))

@@ -51,16 +51,17 @@ func TestToolCancel(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err := sb.Tool(ctx, toolbox.ToolBash, []byte(`{"command":"sleep 600","timeout":600}`))
-	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 3*time.Second {
+	// "At once" against the command's 600 s: the bound leaves room for a
+	// loaded machine.
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 60*time.Second {
 		t.Fatalf("cancelled call: %v after %v", err, time.Since(start))
 	}
 	var ps string
-	for i := 0; i < 20; i++ {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		ps = sh(t, sb, "ps -o pid,comm").Output
 		if !strings.Contains(ps, "sleep") {
 			return
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	t.Errorf("cancelled command still running:\n%s", ps)
 }
