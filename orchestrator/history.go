@@ -2,6 +2,8 @@ package orchestrator
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"time"
@@ -15,6 +17,15 @@ import (
 // sub-agent's, by id) is exported for the git tools.
 func (o *Orchestrator) historyDir(id string) string {
 	return filepath.Join(o.opts.StateDir, "history", id)
+}
+
+// historyPacks is the repository's store of immutable history packs,
+// exported once and hard-linked into each sandbox's history (beside the
+// histories, on the same file system). It is derived data: a damaged or
+// missing store is rebuilt by the next export.
+func (o *Orchestrator) historyPacks(repo *worktree.Repo) string {
+	sum := sha256.Sum256([]byte(repo.CommonDir))
+	return filepath.Join(o.opts.StateDir, "history-packs", hex.EncodeToString(sum[:8]))
 }
 
 // exportHistory writes the read-only history the sandbox's git tools read
@@ -50,7 +61,7 @@ func (o *Orchestrator) exportHistory(ctx context.Context, repo *worktree.Repo, t
 		}
 		head = tip
 	}
-	if err := repo.ExportHistory(ctx, dir, base, head); err != nil {
+	if err := repo.ExportHistoryShared(ctx, o.historyPacks(repo), dir, base, head); err != nil {
 		_ = os.RemoveAll(dir)
 		notice("the git tools have no history: " + err.Error())
 		return "", func() {}
