@@ -57,15 +57,19 @@ func (r *Repo) RecoverMerge(ctx context.Context, plan MergePlan) (Recovery, erro
 		// The checkout switched branches since: its files are its own now.
 		return RecoveredNothing, nil
 	}
-	if r.indexIs(ctx, co, plan.To) {
+	// Only the merge's own paths tell how far it got: the user may have
+	// staged changes of their own beside it (the merge refuses to start
+	// over a change in one of its paths, so those are all elsewhere), and
+	// they are theirs to keep.
+	if r.indexIs(ctx, co, plan.To, plan.Paths) {
 		if _, err := r.g.out(ctx, r.CommonDir, "", "update-ref", "-m", "agent: finish an interrupted merge",
 			"refs/heads/"+plan.Into, plan.To, plan.From); err != nil {
 			return RecoveredNothing, fmt.Errorf("finishing the interrupted merge into %s: %w", plan.Into, err)
 		}
 		return RecoveredFinished, nil
 	}
-	if !r.indexIs(ctx, co, plan.From) {
-		return RecoveredNothing, fmt.Errorf("your checkout %s was being updated by a merge that was interrupted, and its index matches neither the state before nor after it; look at `git status` there, then run `agent merge` again", co.path)
+	if !r.indexIs(ctx, co, plan.From, plan.Paths) {
+		return RecoveredNothing, fmt.Errorf("your checkout %s was being updated by a merge that was interrupted, and its index matches neither the state before nor after it in the files the merge changes (%s); look at `git status` there, then run `agent merge` again", co.path, strings.Join(plan.Paths, ", "))
 	}
 	undone := false
 	var kept []string
@@ -89,11 +93,26 @@ func (r *Repo) RecoverMerge(ctx context.Context, plan MergePlan) (Recovery, erro
 	return RecoveredNothing, nil
 }
 
-// indexIs reports whether the checkout's index records exactly tree-ish
-// rev.
-func (r *Repo) indexIs(ctx context.Context, co *checkout, rev string) bool {
-	_, err := r.g.out(ctx, co.gitDir, co.path, "diff-index", "--cached", "--quiet", "--no-ext-diff", rev, "--")
-	return err == nil
+// indexIs reports whether the checkout's index records each of paths as
+// tree-ish rev does (present with the same content, or absent in both);
+// what it records elsewhere does not matter.
+func (r *Repo) indexIs(ctx context.Context, co *checkout, rev string, paths []string) bool {
+	out, err := r.g.out(ctx, co.gitDir, co.path, "diff-index", "--cached", "--no-renames", "--name-only", "-z", rev, "--")
+	if err != nil {
+		return false
+	}
+	differ := map[string]bool{}
+	for _, p := range lines(out, 0) {
+		differ[p] = true
+	}
+	// Both lists name files (a file replaced by a directory shows as
+	// both paths), so equality is enough.
+	for _, p := range paths {
+		if differ[p] {
+			return false
+		}
+	}
+	return true
 }
 
 type fileState int

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -213,4 +214,93 @@ func TestPruneLost(t *testing.T) {
 	if tip, _ := r.BranchTip(ctx, "agent/lost"); tip == "" {
 		t.Error("the branch was deleted")
 	}
+}
+
+// A merge interrupted beside the user's own staged change converges:
+// killed after the checkout update it is finished, killed before it it is
+// left undone and runs again, and the user's staged change stays staged
+// and untouched either way. The control shows the state such a kill
+// leaves: the whole index matches neither the tree before the merge nor
+// the one after it, which is all recovery used to look at.
+func TestRecoverMergeBesideStagedChange(t *testing.T) {
+	ctx := context.Background()
+	staged := func(t *testing.T, dir string) {
+		t.Helper()
+		write(t, filepath.Join(dir, "README.md"), "the user's staged line\n")
+		plainGit(t, dir, "add", "README.md")
+	}
+	keptStaged := func(t *testing.T, dir string) {
+		t.Helper()
+		if st := plainGit(t, dir, "status", "--porcelain"); st != "M  README.md" {
+			t.Errorf("the user's staged change is not as it was: %q", st)
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, "README.md")); string(b) != "the user's staged line\n" {
+			t.Errorf("README.md = %q", b)
+		}
+	}
+	wholeIndexIs := func(dir, rev string) bool {
+		return exec.Command("git", "-C", dir, "diff-index", "--cached", "--quiet", rev, "--").Run() == nil
+	}
+
+	t.Run("after-checkout", func(t *testing.T) {
+		dir := newRepo(t)
+		r := openRepo(t, dir)
+		w := committedTask(t, r, "s1", "a.txt", "agent\n", "new.txt", "new\n")
+		staged(t, dir)
+		plan := interruptedMerge(t, r, w.Branch)
+		if wholeIndexIs(dir, plan.To) || wholeIndexIs(dir, plan.From) {
+			t.Fatal("control: the whole index matches one side; the staged change proves nothing")
+		}
+		got, err := r.RecoverMerge(ctx, plan)
+		if err != nil || got != RecoveredFinished {
+			t.Fatalf("RecoverMerge = %v, %v; want finished", got, err)
+		}
+		if plainGit(t, dir, "rev-parse", "main") != plan.To {
+			t.Error("main is not at the merge commit")
+		}
+		keptStaged(t, dir)
+		if b, _ := os.ReadFile(filepath.Join(dir, "new.txt")); string(b) != "new\n" {
+			t.Errorf("new.txt = %q", b)
+		}
+	})
+	t.Run("before-checkout", func(t *testing.T) {
+		dir := newRepo(t)
+		r := openRepo(t, dir)
+		w := committedTask(t, r, "s2", "a.txt", "agent\n", "new.txt", "new\n")
+		staged(t, dir)
+		before := plainGit(t, dir, "rev-parse", "main")
+		var plan MergePlan
+		if _, err := r.Merge(ctx, MergeOptions{Branch: w.Branch, Into: "main", Message: "m",
+			Journal: func(p MergePlan) error { plan = p; return errors.New("killed") }}); err == nil {
+			t.Fatal("the journal error did not stop the merge")
+		}
+		if wholeIndexIs(dir, plan.From) {
+			t.Fatal("control: the whole index matches the tree before the merge; the staged change proves nothing")
+		}
+		if got, err := r.RecoverMerge(ctx, plan); err != nil || got != RecoveredNothing {
+			t.Fatalf("RecoverMerge = %v, %v; want nothing to do", got, err)
+		}
+		if plainGit(t, dir, "rev-parse", "main") != before {
+			t.Error("main moved")
+		}
+		keptStaged(t, dir)
+		if _, err := r.Merge(ctx, MergeOptions{Branch: w.Branch, Into: "main", Message: "m"}); err != nil {
+			t.Fatalf("merge after recovery: %v", err)
+		}
+		keptStaged(t, dir)
+	})
+	t.Run("checkout-half-written", func(t *testing.T) {
+		dir := newRepo(t)
+		r := openRepo(t, dir)
+		w := committedTask(t, r, "s3", "a.txt", "agent\n", "new.txt", "new\n")
+		staged(t, dir)
+		var plan MergePlan
+		_, _ = r.Merge(ctx, MergeOptions{Branch: w.Branch, Into: "main", Message: "m",
+			Journal: func(p MergePlan) error { plan = p; return errors.New("killed") }})
+		write(t, filepath.Join(dir, "new.txt"), "new\n") // as if read-tree died after one file
+		if got, err := r.RecoverMerge(ctx, plan); err != nil || got != RecoveredUndone {
+			t.Fatalf("RecoverMerge = %v, %v; want undone", got, err)
+		}
+		keptStaged(t, dir)
+	})
 }
