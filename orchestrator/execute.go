@@ -539,6 +539,21 @@ func (r *Run) commit(ctx context.Context, sb *sandbox.Sandbox, res agent.Result)
 		if id, derr, err = o.commitBounded(ctx, repo, wt, []*sandbox.Sandbox{sb}, msg); err != nil {
 			return err
 		}
+		// Changes inside submodules are committed in the submodules'
+		// own repositories (the task's commit holds only their gitlinks)
+		// and named in the review; else they would go with the worktree.
+		subs, err := repo.CommitSubmodules(ctx, wt, t.StartCommit, t.Branch, msg)
+		if err != nil {
+			return err
+		}
+		if len(subs) > 0 {
+			r.tally(func(t *store.Task) {
+				t.Submodules = t.Submodules[:0]
+				for _, s := range subs {
+					t.Submodules = append(t.Submodules, store.SubmoduleCommit(s))
+				}
+			})
+		}
 		// Files .gitignore keeps out of the commit are named in the review:
 		// they go with the worktree.
 		if ign, err := repo.IgnoredFiles(ctx, wt); err == nil {

@@ -167,7 +167,7 @@ func (o *Orchestrator) populateSubmodules(ctx context.Context, repo *worktree.Re
 		filled = append(filled, s.Path)
 	}
 	if len(filled) > 0 {
-		o.emit(t, event.Notice, fmt.Sprintf("submodules checked out from your repository's objects: %s (changes the agent makes inside them are not committed)", strings.Join(filled, ", ")))
+		o.emit(t, event.Notice, fmt.Sprintf("submodules checked out from your repository's objects: %s (changes the agent makes inside them are committed in the submodule's own repository, on the task's branch name)", strings.Join(filled, ", ")))
 	}
 	if len(missing) > 0 {
 		o.emit(t, event.Notice, fmt.Sprintf("submodules left empty (your repository has not cloned them; nothing is fetched): %s — run `git submodule update --init` in your checkout", strings.Join(missing, ", ")))

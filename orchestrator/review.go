@@ -184,6 +184,9 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 	for _, sb := range rv.SubBranches {
 		rv.Warnings = append(rv.Warnings, fmt.Sprintf("sub-agent branch %s holds %d commit(s) not in the task's branch: see it with `git log %s`; `agent discard %s` deletes it with the task", sb.Branch, sb.Commits, sb.Branch, t.ID))
 	}
+	for _, s := range t.Submodules {
+		rv.Warnings = append(rv.Warnings, fmt.Sprintf("the agent changed files inside submodule %s: committed in that submodule's repository on branch %s (%s), not part of this task's merge; see it with `git -C %s log -p %s`", quoteUnsafe(s.Path), quoteUnsafe(s.Branch), short(s.Commit), quoteUnsafe(s.Path), quoteUnsafe(s.Branch)))
+	}
 	rv.Ignored, rv.IgnoredCount = t.Ignored, t.IgnoredCount
 	if t.IgnoredCount > 0 {
 		quoted := make([]string, len(t.Ignored))

@@ -190,6 +190,18 @@ type Task struct {
 	// are not committed and go with the worktree (at most MaxIgnored).
 	Ignored      []string `json:"ignored,omitempty"`
 	IgnoredCount int      `json:"ignored_count,omitempty"`
+	// Submodules are the agent's changes inside submodules, committed in
+	// each submodule's own repository (a gitlink in the task's commit
+	// cannot hold files).
+	Submodules []SubmoduleCommit `json:"submodules,omitempty"`
+}
+
+// SubmoduleCommit is the agent's work inside one submodule: a commit on
+// Branch in the submodule's repository.
+type SubmoduleCommit struct {
+	Path   string `json:"path"`
+	Branch string `json:"branch"`
+	Commit string `json:"commit"`
 }
 
 // MaxIgnored caps the ignored files named in a record.
