@@ -322,7 +322,7 @@ func (a *Agent) runOne(ctx context.Context, c llm.ToolCall) (ToolResult, ToolCal
 	}
 	a.emit(event.Event{Kind: event.ToolFinished, Tool: name, CallID: c.ID, ExitCode: r.ExitCode,
 		IsError: r.IsError, TimedOut: r.TimedOut, OOMKill: r.OOMKilled, Duration: r.Duration, Text: firstLine(r.Output, 200),
-		Output: cutUTF8(r.Output, event.OutputLimit)})
+		Output: cutUTF8(r.Output, event.OutputLimit), OutputTail: tailUTF8(r.Output, event.OutputLimit)})
 	return r, ToolCallRecord{
 		ID: c.ID, Name: name, Args: c.Function.Arguments, ExitCode: r.ExitCode,
 		IsError: r.IsError, Truncated: r.Truncated, Duration: r.Duration,

@@ -19,6 +19,7 @@ import (
 	"github.com/localagent/agent/orchestrator/failpoint"
 	"github.com/localagent/agent/orchestrator/llamaserver"
 	"github.com/localagent/agent/orchestrator/store"
+	"github.com/localagent/agent/orchestrator/verdict"
 	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"
 	"github.com/localagent/agent/sandbox/egress"
@@ -684,6 +685,9 @@ func (r *Run) recorder() (event.Sink, func()) {
 				done := store.Command{
 					Command: cmd, ExitCode: e.ExitCode, TimedOut: e.TimedOut, OOMKilled: e.OOMKill,
 					DurationMS: e.Duration.Milliseconds(), Missing: missingProgram(e),
+				}
+				if verdict.IsTestCommand(cmd) {
+					done.OutputTail = tailBytes(e.OutputTail, store.MaxOutputTail)
 				}
 				_ = r.update(func(t *store.Task) {
 					for i := len(t.Commands) - 1; i >= 0; i-- {

@@ -7,12 +7,13 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/localagent/agent/orchestrator/store"
+	"github.com/localagent/agent/orchestrator/verdict"
 	"github.com/localagent/agent/orchestrator/worktree"
 )
 
@@ -63,30 +64,28 @@ type SubBranch struct {
 	Commits int    `json:"commits"`
 }
 
-// TestRun is a test command found among the commands the agent ran.
+// TestRun is the test run the review's verdict rests on: the last test
+// command the agent ran.
 type TestRun struct {
 	Command  string `json:"command"`
 	ExitCode *int   `json:"exit_code,omitempty"`
-	Passed   bool   `json:"passed"`
+	// Passed is Verdict == "passed".
+	Passed bool `json:"passed"`
+	// Verdict is passed, failed, masked (something after the test
+	// command decided the exit code) or unknown (it did not finish);
+	// Reason says what decided it beyond the exit code.
+	Verdict verdict.Status `json:"verdict"`
+	Reason  string         `json:"reason,omitempty"`
 	// Runs counts the test commands run in all.
 	Runs int `json:"runs"`
 }
 
-// testCommand matches the usual ways to run a project's tests.
-var testCommand = regexp.MustCompile(`(^|[\s;&|(])(` + `go\s+test|gotestsum|` +
-	`(python[0-9.]*\s+-m\s+)?(pytest|unittest|nose2?|tox)|` +
-	`(npm|pnpm|yarn|bun)\s+(run\s+)?test|npx\s+(jest|vitest|mocha)|jest|vitest|mocha|` +
-	`cargo\s+(test|nextest)|make(\s+-\S+)*\s+(test|check|tests)|ctest|meson\s+test|ninja\s+test|` +
-	`mvn\s+(\S+\s+)*test|gradle\w*\s+test|\./gradlew\s+test|` +
-	`(bundle\s+exec\s+)?(rspec|rake\s+test)|dotnet\s+test|mix\s+test|phpunit|bats|` +
-	`(\./|sh\s+|bash\s+)\S*test\S*\.sh|deno\s+test|zig\s+build\s+test|swift\s+test` +
-	`)(\s|$|;|&|\|)`)
-
 // IsTestCommand reports whether a shell command runs tests.
-func IsTestCommand(cmd string) bool { return testCommand.MatchString(cmd) }
+func IsTestCommand(cmd string) bool { return verdict.IsTestCommand(cmd) }
 
 // DetectTests finds the test commands among cmds: nil when none ran, else
-// the last one (its exit code says whether the tests passed at the end).
+// the last one, judged by its exit code, what follows the test command
+// in its command line and the test runner's summary in its output.
 func DetectTests(cmds []store.Command) *TestRun {
 	var tr *TestRun
 	n := 0
@@ -95,12 +94,43 @@ func DetectTests(cmds []store.Command) *TestRun {
 			continue
 		}
 		n++
-		tr = &TestRun{Command: c.Command, ExitCode: c.ExitCode, Passed: c.ExitCode != nil && *c.ExitCode == 0}
+		v := verdict.Judge(c.Command, c.ExitCode, c.OutputTail)
+		if c.TimedOut || c.CutShort || c.Running {
+			v = verdict.Result{Status: verdict.Unknown, Reason: "the command did not finish"}
+		}
+		tr = &TestRun{Command: c.Command, ExitCode: c.ExitCode, Passed: v.Passed(), Verdict: v.Status, Reason: v.Reason}
 	}
 	if tr != nil {
 		tr.Runs = n
 	}
 	return tr
+}
+
+// Problem says in a few words why the run does not count as passed.
+func (tr *TestRun) Problem() string {
+	switch tr.Verdict {
+	case verdict.Masked:
+		return "the last test run's exit code is masked (" + tr.Reason + "): " + tr.Command
+	case verdict.Unknown:
+		return "the last test run has no verdict (" + tr.Reason + "): " + tr.Command
+	}
+	why := "the last test run failed: " + tr.Command
+	if tr.Reason != "" {
+		why += "; " + tr.Reason
+	}
+	return why
+}
+
+// tailBytes returns at most n bytes of s's end, not splitting a rune.
+func tailBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - n
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
 }
 
 // Review summarises a task for the decision.
@@ -211,7 +241,7 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 	if rv.Tests == nil {
 		rv.Warnings = append(rv.Warnings, "the agent ran no tests")
 	} else if !rv.Tests.Passed {
-		rv.Warnings = append(rv.Warnings, "the last test run failed: "+rv.Tests.Command)
+		rv.Warnings = append(rv.Warnings, rv.Tests.Problem())
 	}
 	rv.Warnings = append(rv.Warnings, environmentWarnings(t, rv.Tests)...)
 	return rv, nil

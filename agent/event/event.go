@@ -50,6 +50,9 @@ type Event struct {
 	// Output is the start of a tool's output (ToolFinished; at most
 	// OutputLimit bytes), for views that expand a tool call.
 	Output string `json:"output,omitempty"`
+	// OutputTail is the end of a tool's output (ToolFinished; at most
+	// OutputLimit bytes): where test runners print their summary.
+	OutputTail string `json:"output_tail,omitempty"`
 	// Speed are the figures of the model request a Usage event counts.
 	Speed *Speed `json:"speed,omitempty"`
 	// Slot is the llama-server slot the agent is pinned to (Usage; nil:

@@ -99,7 +99,14 @@ type Command struct {
 	DurationMS int64 `json:"duration_ms"`
 	// Missing is the program an exit-127 command could not find.
 	Missing string `json:"missing,omitempty"`
+	// OutputTail is the end of a test command's output (at most
+	// MaxOutputTail bytes; kept for test commands only): the test
+	// runner's summary, which the verdict reads.
+	OutputTail string `json:"output_tail,omitempty"`
 }
+
+// MaxOutputTail bounds Command.OutputTail.
+const MaxOutputTail = 2048
 
 // MaxCommands caps the commands kept in a record.
 const MaxCommands = 500

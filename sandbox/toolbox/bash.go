@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -81,6 +82,27 @@ func (s *Server) shell() (string, bool) {
 	return defaultShells[len(defaultShells)-1], false
 }
 
+// pipefailProbe turns pipefail on in a POSIX shell that has it (busybox
+// ash, ksh, zsh, newer dash) and is a no-op in one that has not: the probe
+// runs in a subshell, so an unknown option cannot end the command.
+const pipefailProbe = "(set -o pipefail) 2>/dev/null && set -o pipefail\n"
+
+// shellArgs are the arguments that make shell run command with pipefail
+// where the shell has it: `go test ./... | tail -5` then exits with the
+// tests' status, not tail's. Models pipe test output through tail, head
+// or grep to keep it short, and without pipefail every failing run so
+// piped reads as a success. Shells that are not POSIX-like get command
+// as it is.
+func shellArgs(shell, command string) []string {
+	switch filepath.Base(shell) {
+	case "bash":
+		return []string{"-o", "pipefail", "-c", command}
+	case "sh", "ash", "dash", "ksh", "mksh", "zsh":
+		return []string{"-c", pipefailProbe + command}
+	}
+	return []string{"-c", command}
+}
+
 // run executes command in its own process group with both output streams
 // on one pipe, so the model sees them interleaved as a terminal would.
 func (s *Server) run(ctx context.Context, shell, command string, timeout time.Duration) Response {
@@ -88,7 +110,7 @@ func (s *Server) run(ctx context.Context, shell, command string, timeout time.Du
 	if err != nil {
 		return errorf("cannot run the command: %v", err)
 	}
-	cmd := exec.Command(shell, "-c", command)
+	cmd := exec.Command(shell, shellArgs(shell, command)...)
 	cmd.Dir = s.root()
 	// Giving *os.File to both streams passes the pipe straight to the child:
 	// no copying goroutines inside exec, so Wait returns when the shell

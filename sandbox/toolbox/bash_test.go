@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -344,5 +345,32 @@ func TestBashCommandIsPreferredByOOMKiller(t *testing.T) {
 	// Control: the toolbox itself keeps its own score.
 	if b, err := os.ReadFile("/proc/self/oom_score_adj"); err != nil || strings.TrimSpace(string(b)) == "1000" {
 		t.Errorf("the toolbox's own oom_score_adj = %q (%v)", b, err)
+	}
+}
+
+// A pipeline fails when any of its commands fails: `go test | tail` exits
+// with the tests' status. The control runs the same pipeline under plain
+// `bash -c`, where tail's 0 hides the failure.
+func TestBashPipefail(t *testing.T) {
+	if _, err := os.Stat("/bin/bash"); err != nil {
+		t.Skip("no /bin/bash on this machine")
+	}
+	const pipeline = "echo FAIL; exit 1"
+	cmd := "(" + pipeline + ") | tail -1"
+	s := newTestServer(t)
+	r := call(t, s, ToolBash, BashArgs{Command: cmd})
+	if r.ExitCode == nil || *r.ExitCode != 1 || !strings.Contains(r.Output, "FAIL") {
+		t.Errorf("bash tool, failing pipeline: %+v, want exit 1", r)
+	}
+	if err := exec.Command("/bin/bash", "-c", cmd).Run(); err != nil {
+		t.Errorf("control: plain bash -c %q failed (%v): the test shows nothing", cmd, err)
+	}
+	// A passing pipeline still passes, and an explicit /bin/sh that may
+	// lack pipefail (dash) still runs the command.
+	check(t, call(t, s, ToolBash, BashArgs{Command: "echo ok | tail -1"}), false, "ok")
+	s.Shell = "/bin/sh"
+	r = call(t, s, ToolBash, BashArgs{Command: "echo one; echo two | tail -1"})
+	if r.ExitCode == nil || *r.ExitCode != 0 || r.Output != "one\ntwo\n" {
+		t.Errorf("/bin/sh: %+v", r)
 	}
 }

@@ -20,7 +20,8 @@
 // usable in-process with any Root, which is how the unit tests run.
 //
 // Commands run as SHELL -c (/bin/bash where the image has it, else /bin/sh,
-// unless a shell is given) in their own process group. Timeouts, cancels
+// unless a shell is given), with pipefail where the shell has it, in their
+// own process group. Timeouts, cancels
 // and the end of every call SIGKILL that group until it is empty; the
 // binary is also a child subreaper (Server.KillOrphans), so processes that
 // left the group (setsid) are re-parented to it and ended once no command

@@ -153,7 +153,7 @@ func (s *Server) processStart(ctx context.Context, raw json.RawMessage) Response
 	if err != nil {
 		return errorf("cannot start the process: %v", err)
 	}
-	cmd := exec.Command(shell, "-c", a.Command)
+	cmd := exec.Command(shell, shellArgs(shell, a.Command)...)
 	cmd.Dir = s.root()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	// Its own process group: process_stop kills everything it started.

@@ -39,9 +39,9 @@ func gateDecision(approve string, rv *orchestrator.Review) (orchestrator.Decisio
 	if rv.Tests != nil && rv.Tests.Passed {
 		return d, "", nil
 	}
-	why := "the agent ran no tests"
+	why := "the agent ran no tests (verdict unknown)"
 	if rv.Tests != nil {
-		why = "the last test run failed: " + rv.Tests.Command
+		why = rv.Tests.Problem()
 		if rv.Tests.ExitCode != nil {
 			why += fmt.Sprintf(" (exit %d)", *rv.Tests.ExitCode)
 		}

@@ -247,7 +247,11 @@ type testsJSON struct {
 	Command  string `json:"command"`
 	ExitCode *int   `json:"exit_code"`
 	Passed   bool   `json:"passed"`
-	Runs     int    `json:"runs"`
+	// Verdict is passed, failed, masked or unknown; Reason says what
+	// decided it beyond the exit code ("" when the exit code did).
+	Verdict string `json:"verdict"`
+	Reason  string `json:"reason"`
+	Runs    int    `json:"runs"`
 }
 
 func newReviewJSON(rv *orchestrator.Review) *reviewJSON {
@@ -272,7 +276,8 @@ func newReviewJSON(rv *orchestrator.Review) *reviewJSON {
 		out.Commands = append(out.Commands, newCommandJSON(c))
 	}
 	if rv.Tests != nil {
-		out.Tests = &testsJSON{Command: rv.Tests.Command, ExitCode: rv.Tests.ExitCode, Passed: rv.Tests.Passed, Runs: rv.Tests.Runs}
+		out.Tests = &testsJSON{Command: rv.Tests.Command, ExitCode: rv.Tests.ExitCode, Passed: rv.Tests.Passed,
+			Verdict: string(rv.Tests.Verdict), Reason: rv.Tests.Reason, Runs: rv.Tests.Runs}
 	}
 	return out
 }

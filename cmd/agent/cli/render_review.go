@@ -11,6 +11,7 @@ import (
 	"github.com/localagent/agent/cmd/agent/internal/termtext"
 	"github.com/localagent/agent/orchestrator"
 	"github.com/localagent/agent/orchestrator/store"
+	"github.com/localagent/agent/orchestrator/verdict"
 )
 
 // reviewPrinter writes lines that fit a width (0: no limit); long prose
@@ -88,8 +89,16 @@ func printReview(w io.Writer, rv *orchestrator.Review, width int, c colors) {
 		p.line("Tests: not run")
 	case rv.Tests.Passed:
 		p.wrap("Tests: ", fmt.Sprintf("%s (%s; %d test run(s))", c.Green("passed"), oneLine(rv.Tests.Command, 80), rv.Tests.Runs))
+	case rv.Tests.Verdict == verdict.Masked:
+		p.wrap("Tests: ", fmt.Sprintf("%s (%s exited %s, but %s; %d test run(s))", c.Red("exit code masked"), oneLine(rv.Tests.Command, 80), exitText(rv.Tests.ExitCode), oneLine(rv.Tests.Reason, 100), rv.Tests.Runs))
+	case rv.Tests.Verdict == verdict.Unknown:
+		p.wrap("Tests: ", fmt.Sprintf("%s (%s: %s; %d test run(s))", c.Red("unknown"), oneLine(rv.Tests.Command, 80), oneLine(rv.Tests.Reason, 100), rv.Tests.Runs))
 	default:
-		p.wrap("Tests: ", fmt.Sprintf("%s (%s exited %s; %d test run(s))", c.Red("FAILED"), oneLine(rv.Tests.Command, 80), exitText(rv.Tests.ExitCode), rv.Tests.Runs))
+		why := ""
+		if rv.Tests.Reason != "" {
+			why = "; " + oneLine(rv.Tests.Reason, 160)
+		}
+		p.wrap("Tests: ", fmt.Sprintf("%s (%s exited %s%s; %d test run(s))", c.Red("FAILED"), oneLine(rv.Tests.Command, 80), exitText(rv.Tests.ExitCode), why, rv.Tests.Runs))
 	}
 	if n := rv.Network; len(n.Allow) == 0 {
 		p.line("Network: none (the sandbox had no network)")

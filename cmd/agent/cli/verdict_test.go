@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/localagent/agent/orchestrator/store"
+	"github.com/localagent/agent/sandbox"
+)
+
+// hiddenFailureScript runs the demo's failing test behind COMMAND and then
+// claims success.
+const hiddenFailureScript = `
+turns:
+  - tool_calls:
+      - {name: write_file, arguments: {path: note.txt, content: "hello\n"}}
+  - expect: {last_role: tool}
+    tool_calls:
+      - {name: bash, arguments: {command: %q}}
+  - expect: {last_role: tool}
+    text: "Done, all tests pass."
+`
+
+// TestMergeIfGreenSeesHiddenFailures: a failing test run piped into tail,
+// or followed by || true, is not a pass: --approve merge-if-green keeps
+// the branch and exits 3, and the review says failed or masked. The
+// control (a passing run merges) is TestMergeIfGreen's.
+func TestMergeIfGreenSeesHiddenFailures(t *testing.T) {
+	label, stateDir := taskEnv(t)
+	labels := []string{sandbox.LabelTest + "=" + label}
+	for _, c := range []struct {
+		command, verdict string
+		exit             int
+	}{
+		// pipefail: the pipeline exits with test.sh's status.
+		{"sh test.sh 2>&1 | tail -5", "failed", 1},
+		{"sh test.sh || true", "masked", 0},
+	} {
+		t.Run(c.verdict, func(t *testing.T) {
+			t.Setenv("AGENT_STATE_DIR", stateDir+"-"+c.verdict)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			repo, base := demoRepo(t)
+			ios, _, out, errOut := TestStreams()
+			script := writeScript(t, strings.Replace(hiddenFailureScript, "%q", jsonString(c.command), 1))
+			err := taskRun(ctx, &TaskOptions{IO: ios, Factory: NewFactory(ios), Prompt: "write a note", Repo: repo, Approve: "merge-if-green",
+				JSON: true, Labels: labels, Run: RunFlags{LLM: "script:" + script, LLMSet: true}})
+			var ec *ExitCodeError
+			if !errors.As(err, &ec) || ec.Code != ExitNotGreen {
+				t.Fatalf("merge-if-green after %q: %v, want exit code %d\n%s", c.command, err, ExitNotGreen, errOut.String())
+			}
+			if gitOut(t, repo, "rev-parse", "main") != base {
+				t.Error("main moved although the tests failed")
+			}
+			tk := onlyTask(t, stateDir+"-"+c.verdict)
+			if tk.State != store.Kept || gitOut(t, repo, "branch", "--list", tk.Branch) == "" {
+				t.Errorf("task %s, branch kept: %q", tk.State, gitOut(t, repo, "branch", "--list", tk.Branch))
+			}
+			var ran *store.Command
+			for i := range tk.Commands {
+				if tk.Commands[i].Command == c.command {
+					ran = &tk.Commands[i]
+				}
+			}
+			if ran == nil || ran.ExitCode == nil || *ran.ExitCode != c.exit {
+				t.Errorf("recorded command %+v, want exit %d", ran, c.exit)
+			}
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			var res struct {
+				Review struct {
+					Tests struct {
+						Verdict string `json:"verdict"`
+						Passed  bool   `json:"passed"`
+						Reason  string `json:"reason"`
+					} `json:"tests"`
+				} `json:"review"`
+			}
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+				t.Fatalf("result line: %v", err)
+			}
+			if res.Review.Tests.Verdict != c.verdict || res.Review.Tests.Passed {
+				t.Errorf("review tests %+v, want verdict %s", res.Review.Tests, c.verdict)
+			}
+			if !strings.Contains(errOut.String(), "not merged") {
+				t.Errorf("no reason given:\n%s", errOut.String())
+			}
+		})
+	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
