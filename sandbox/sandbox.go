@@ -282,6 +282,9 @@ func (e *Engine) CheckRunning(ctx context.Context, id string) error {
 		}
 		return e.wrap("inspecting sandbox "+shortID(id), err)
 	}
+	if ins.State != nil && ins.State.Running && ins.State.Paused {
+		return fmt.Errorf("sandbox %s is paused (`docker pause`) and cannot answer: run `docker unpause %s`, then resume the task: %w", shortID(id), shortID(id), ErrNotRunning)
+	}
 	if ins.State == nil || !ins.State.Running || ins.State.Paused || ins.State.Restarting {
 		st := ins.State
 		if st == nil {

@@ -32,6 +32,7 @@ type fakeEngine struct {
 	calls    int
 	cancels  []uint64
 	running  bool
+	paused   bool
 	conns    []net.Conn
 	failOpen bool
 }
@@ -165,7 +166,10 @@ func (f *fakeEngine) ContainerExecInspect(context.Context, string) (container.Ex
 func (f *fakeEngine) ContainerInspect(context.Context, string) (container.InspectResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	st := &container.State{Running: f.running, Status: "running"}
+	st := &container.State{Running: f.running, Status: "running", Paused: f.paused}
+	if f.paused {
+		st.Status = "paused"
+	}
 	if !f.running {
 		st.Status, st.ExitCode = "exited", 137
 	}
@@ -398,5 +402,92 @@ func TestSessionLateAnswerIsNotForeign(t *testing.T) {
 	}
 	if serves, _ := f.counts(); serves != 1 {
 		t.Errorf("sessions opened: %d, want the first one still alive", serves)
+	}
+}
+
+// withBound sets the host-side bound of every call to grace beyond a
+// timeout of zero (grace < 0: no bound) for one test.
+func withBound(t *testing.T, grace time.Duration) {
+	t.Helper()
+	oldMax, oldGrace, oldDefault := toolMaxTimeout.Load(), hostGrace.Load(), toolDefaultTimeout
+	toolMaxTimeout.Store(0)
+	toolDefaultTimeout = 0
+	hostGrace.Store(grace)
+	t.Cleanup(func() { toolMaxTimeout.Store(oldMax); hostGrace.Store(oldGrace); toolDefaultTimeout = oldDefault })
+}
+
+// A sandbox that never answers (paused from outside: its toolbox cannot
+// run) does not hang the caller: the call ends at its host-side bound with
+// an error that says the sandbox is paused and what to run. The control is
+// the same call made with the bound off, still waiting when the bounded
+// one has returned.
+func TestToolHostBoundOnPausedSandbox(t *testing.T) {
+	f := newFake()
+	sb := fakeSandbox(t, f)
+	if _, err := sb.Tool(context.Background(), "fast", nil); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.paused = true
+	f.mu.Unlock()
+
+	withBound(t, -1)
+	ctrlCtx, stopCtrl := context.WithCancel(context.Background())
+	defer stopCtrl()
+	ctrl := make(chan error, 1)
+	go func() {
+		_, err := sb.Tool(ctrlCtx, "hang", nil)
+		ctrl <- err
+	}()
+	// The control's bound was read when its call started; wait until it
+	// is in flight (the fake has seen its request) before turning the
+	// bound on.
+	for sb.inFlight() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	hostGrace.Store(200 * time.Millisecond)
+
+	_, err := sb.Tool(context.Background(), "hang", nil)
+	if !errors.Is(err, ErrNotRunning) || !strings.Contains(err.Error(), "paused") || !strings.Contains(err.Error(), "docker unpause") {
+		t.Fatalf("a call into a paused sandbox: %v", err)
+	}
+	select {
+	case err := <-ctrl:
+		t.Fatalf("control: the unbounded call returned (%v), so the bound proves nothing", err)
+	default:
+	}
+	stopCtrl()
+	<-ctrl
+}
+
+// inFlight counts the calls of the sandbox's session awaiting an answer.
+func (s *Sandbox) inFlight() int {
+	s.mu.Lock()
+	sess := s.sess
+	s.mu.Unlock()
+	if sess == nil {
+		return 0
+	}
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	return len(sess.pending)
+}
+
+// The bound follows the bash tool's own timeout (its default when none is
+// given, never above the maximum) and the maximum for other tools.
+func TestHostBoundFollowsToolTimeout(t *testing.T) {
+	for _, c := range []struct {
+		name, args string
+		want       time.Duration
+	}{
+		{toolbox.ToolBash, `{"command":"x"}`, 120 * time.Second},
+		{toolbox.ToolBash, `{"command":"x","timeout":5}`, 5 * time.Second},
+		{toolbox.ToolBash, `{"command":"x","timeout":1e12}`, 600 * time.Second},
+		{toolbox.ToolReadFile, `{"path":"a"}`, 600 * time.Second},
+	} {
+		got, on := hostBound(c.name, json.RawMessage(c.args))
+		if want := c.want + 2*time.Minute; !on || got != want {
+			t.Errorf("%s %s: bound %v (%v), want %v", c.name, c.args, got, on, want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/localagent/agent/sandbox/toolbox"
@@ -41,6 +42,79 @@ func (s *Sandbox) Tool(ctx context.Context, name string, args json.RawMessage) (
 			return toolbox.Response{}, err
 		}
 	}
+	bound, on := hostBound(name, args)
+	if !on {
+		return s.tool(ctx, name, args)
+	}
+	bctx, cancel := context.WithTimeoutCause(ctx, bound, errHostBound)
+	defer cancel()
+	resp, err := s.tool(bctx, name, args)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(bctx), errHostBound) {
+		// The toolbox enforces the call's timeout inside the sandbox;
+		// a sandbox that cannot run (paused from outside, its processes
+		// stopped) never answers, so the host gives up too.
+		ictx, icancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer icancel()
+		if rerr := s.checkRunning(ictx); rerr != nil {
+			return resp, fmt.Errorf("%s got no answer within %s: %w", name, bound, rerr)
+		}
+		return resp, fmt.Errorf("%s in sandbox %s got no answer within %s (the call's timeout and %s more): the sandbox does not respond; remove it with `agent sandbox rm %s` and resume the task", name, shortID(s.ID), bound, hostGrace.Load(), shortID(s.ID))
+	}
+	return resp, err
+}
+
+// errHostBound is the cause of a call's context ending at its host-side
+// bound.
+var errHostBound = errors.New("host-side bound of the tool call")
+
+// The host-side bound of a tool call is the longest the toolbox lets it
+// run (the bash tool's timeout, else its maximum) and hostGrace more for
+// the engine and the answer (generous: a loaded machine is slow to start
+// an exec). Tests lower them; hostGrace below zero switches the bound off.
+var (
+	toolDefaultTimeout = toolbox.DefaultLimits().DefaultTimeout
+	toolMaxTimeout     atomic.Int64
+	hostGrace          atomicDuration
+)
+
+type atomicDuration struct{ atomic.Int64 }
+
+func (d *atomicDuration) Load() time.Duration   { return time.Duration(d.Int64.Load()) }
+func (d *atomicDuration) Store(v time.Duration) { d.Int64.Store(int64(v)) }
+
+func init() {
+	toolMaxTimeout.Store(int64(toolbox.DefaultLimits().MaxTimeout))
+	hostGrace.Store(2 * time.Minute)
+}
+
+// hostBound returns the host-side bound of a call of tool name with args,
+// and whether there is one.
+func hostBound(name string, args json.RawMessage) (time.Duration, bool) {
+	grace := hostGrace.Load()
+	if grace < 0 {
+		return 0, false
+	}
+	max := time.Duration(toolMaxTimeout.Load())
+	timeout := max
+	if name == toolbox.ToolBash {
+		var a struct {
+			Timeout float64 `json:"timeout"`
+		}
+		_ = json.Unmarshal(args, &a)
+		timeout = toolDefaultTimeout
+		if a.Timeout > 0 {
+			timeout = max
+			if a.Timeout < max.Seconds() {
+				timeout = time.Duration(a.Timeout * float64(time.Second))
+			}
+		}
+		timeout = min(timeout, max)
+	}
+	return timeout + grace, true
+}
+
+// tool is Tool without the host-side bound.
+func (s *Sandbox) tool(ctx context.Context, name string, args json.RawMessage) (toolbox.Response, error) {
 	if sess := s.session(ctx); sess != nil {
 		resp, sent, err := sess.call(ctx, name, args)
 		if err == nil || !errors.Is(err, errSessionLost) {
