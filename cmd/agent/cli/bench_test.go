@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,8 +15,10 @@ import (
 // asserted (timings on a shared machine are noisy).
 func TestBenchJSON(t *testing.T) {
 	label := sandboxEnv(t)
+	t.Setenv("AGENT_TEST_AS_AGENT", "1")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	r := agentCLI(t, "", "bench", "--json", "--iterations", "1", "--start-files", "300", "--concurrent", "3", "--rounds", "1",
-		"--label", sandbox.LabelTest+"="+label)
+		"--deep-commits", "40", "--label", sandbox.LabelTest+"="+label)
 	if r.code != 0 {
 		t.Fatalf("bench: exit %d: %s", r.code, r.errOut)
 	}
@@ -23,6 +26,7 @@ func TestBenchJSON(t *testing.T) {
 		sandbox.BenchReport
 		TaskStart  *orchestrator.StartBenchReport `json:"task_start"`
 		Concurrent *sandbox.ConcurrentReport      `json:"concurrent"`
+		Deep       *orchestrator.DeepReport       `json:"deep_history"`
 	}
 	if err := json.Unmarshal([]byte(r.out), &full); err != nil {
 		t.Fatalf("bench --json printed %q: %v", r.out, err)
@@ -35,6 +39,10 @@ func TestBenchJSON(t *testing.T) {
 		s.Sizes[0].Warm.N == 0 || s.Sizes[0].Baseline.N == 0 || s.Sizes[0].WarmVsBaseline <= 0 ||
 		s.Sizes[0].NewCommit.N != s.Sizes[0].Warm.N || s.Sizes[0].NewCommitVsBaseline <= 0 || s.Sizes[0].CommitFrozen.N == 0 || s.Sizes[0].TargetMS != 1500 {
 		t.Errorf("task start: %+v", s)
+	}
+	if d := full.Deep; d == nil || d.Commits != 40 || len(d.TasksMS) != 3 || len(d.VsBaseline) != 3 || d.Baseline.N != 3 || d.GenerateMS <= 0 ||
+		slices.Min(d.TasksMS) <= 0 || slices.Min(d.ProcessMS) <= 0 {
+		t.Errorf("deep history: %+v", d)
 	}
 	for name, s := range map[string]sandbox.Stats{"ready": rep.Ready, "docker run": rep.DockerRun, "read_file": rep.ReadFile, "bash": rep.BashTrue, "docker exec": rep.DockerExec} {
 		if s.N == 0 || s.MedianMS <= 0 || s.P95MS < s.MedianMS {
