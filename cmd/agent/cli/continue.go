@@ -157,6 +157,8 @@ func continueRun(ctx context.Context, opts *ContinueOptions) (err error) {
 		return err
 	}
 	defer r.Close()
+	// Spare checkouts begun here end before exit, not halfway.
+	defer o.WaitSpares()
 	if _, err := o.Reconcile(); err != nil {
 		return err
 	}

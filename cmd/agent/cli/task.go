@@ -324,6 +324,10 @@ func taskRun(ctx context.Context, opts *TaskOptions) (err error) {
 	defer r.Close()
 	// The pool refill started once the sandbox was ready ends before exit.
 	defer o.WaitPool()
+	// So does the spare checkout the task started for the next one: the
+	// process would otherwise end it halfway, leaving a half-made
+	// directory and no spare for the next task.
+	defer o.WaitSpares()
 	gpuNote, err := gpuMemoryCheck(ctx, opts.GPUs, cfg.Sandbox.GPUReserve, func(ctx context.Context) (*llamaserver.Status, error) {
 		m, err := llmManager(opts.Factory, nil)
 		if err != nil {
@@ -588,6 +592,8 @@ func taskResumeRun(ctx context.Context, opts *TaskResumeOptions) (err error) {
 		return err
 	}
 	defer r.Close()
+	// Spare checkouts begun here end before exit, not halfway.
+	defer o.WaitSpares()
 	if _, err := o.Reconcile(); err != nil {
 		return err
 	}

@@ -476,6 +476,9 @@ also changes nothing and names the files.`,
 			if err != nil {
 				return err
 			}
+			// The merge brings a spare checkout to the new tip in the
+			// background: it ends before exit, not halfway.
+			defer o.WaitSpares()
 			d := orchestrator.Merge
 			if opts.Squash {
 				d = orchestrator.Squash

@@ -1,0 +1,51 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestTaskLeavesWholeSpares: the spare checkout a task starts for the next
+// task is complete when `agent task` exits (the process used to end it
+// halfway, leaving a half-made directory and no spare), and tasks in a
+// row leave at most one spare of the repository and nothing half-made.
+func TestTaskLeavesWholeSpares(t *testing.T) {
+	c := RequireEngine(t)
+	env := NewAgentEnv(t, c)
+	repo := NewSampleRepo(t)
+	// Enough files that the spare is still being written when the task
+	// is done.
+	for i := range 2000 {
+		p := filepath.Join(repo, "many", fmt.Sprintf("d%02d", i/100), fmt.Sprintf("f%04d.txt", i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(fmt.Sprintf("file %d\n", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	Git(t, repo, "add", ".")
+	Git(t, repo, "commit", "-q", "-m", "many files")
+	script := writeScript(t, "model: spare\nturns:\n  - text: \"Nothing to do.\"\n")
+	spares := filepath.Join(env.StateDir, "spares")
+	for i := range 2 {
+		code, out, errOut := env.Run(repo, "task", "--llm", "script:"+script, "--approve", "discard", env.LabelFlag(), "Nothing")
+		if code != 0 {
+			t.Fatalf("task %d: exit %d\n%s\n%s", i+1, code, out, errOut)
+		}
+		ents, err := os.ReadDir(spares)
+		if err != nil {
+			t.Fatalf("after task %d: %v", i+1, err)
+		}
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		if len(names) != 1 || strings.Contains(names[0], ".") {
+			t.Fatalf("after task %d the spares are %q, want one complete spare", i+1, names)
+		}
+	}
+}
