@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 )
 
@@ -42,6 +43,20 @@ var hardening = []string{
 	"-c", "advice.detachedHead=false",
 	"--no-pager",
 	"--no-replace-objects",
+}
+
+// fullCheckout switches sparse checkout off: a task's worktree holds the
+// whole tree whatever the user's checkout leaves out (a sparse user
+// checkout's settings reach a new worktree through the shared config or a
+// copy of its config.worktree), so the agent sees every file and its
+// commit can hold a file anywhere.
+var fullCheckout = []string{"-c", "core.sparseCheckout=false", "-c", "core.sparseCheckoutCone=false", "-c", "index.sparse=false"}
+
+// taskAdminDir reports whether gitDir is the admin directory of a
+// worktree this tool made (git worktree add --lock --reason "agent ...").
+func taskAdminDir(gitDir string) bool {
+	b, err := os.ReadFile(filepath.Join(gitDir, "locked"))
+	return err == nil && bytes.HasPrefix(b, []byte("agent"))
 }
 
 // git runs host git with the hardening above. The zero value uses "git" from
@@ -143,6 +158,9 @@ func (g git) run(ctx context.Context, inv invocation) ([]byte, error) {
 		args = append(args, "--work-tree="+inv.workTree)
 	}
 	args = append(args, hardening...)
+	if inv.gitDir != "" && taskAdminDir(inv.gitDir) {
+		args = append(args, fullCheckout...)
+	}
 	args = append(args, inv.args...)
 	cmd := exec.CommandContext(ctx, g.path(), args...)
 	cmd.Env = gitEnv(inv.env...)

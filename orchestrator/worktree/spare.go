@@ -108,7 +108,7 @@ func (r *Repo) MakeSpare(ctx context.Context, dir, commit string, chown func(roo
 		return err
 	}
 	env := []string{"GIT_INDEX_FILE=" + filepath.Join(tmp, spareIndex)}
-	args := append(append(r.noFilters(ctx, r.CommonDir), parallelCheckout...), "read-tree", "--reset", "-u", tree)
+	args := append(append(append(r.noFilters(ctx, r.CommonDir), parallelCheckout...), fullCheckout...), "read-tree", "--reset", "-u", tree)
 	if _, err := r.g.run(ctx, invocation{gitDir: r.CommonDir, workTree: files, args: args, env: env}); err != nil {
 		return fmt.Errorf("writing a spare checkout: %w", err)
 	}
@@ -119,7 +119,7 @@ func (r *Repo) MakeSpare(ctx context.Context, dir, commit string, chown func(roo
 		// Changing owners changed every file's ctime: record the new stat
 		// data (the content is unchanged), or git would re-read every
 		// file of the task's worktree on its first status.
-		args := append(r.noFilters(ctx, r.CommonDir), "update-index", "-q", "--refresh")
+		args := append(append(r.noFilters(ctx, r.CommonDir), fullCheckout...), "update-index", "-q", "--refresh")
 		if _, err := r.g.run(ctx, invocation{gitDir: r.CommonDir, workTree: files, args: args, env: env}); err != nil {
 			return fmt.Errorf("refreshing a spare checkout's index: %w", err)
 		}
@@ -308,7 +308,7 @@ func (r *Repo) retarget(ctx context.Context, dir, tree string, own func(root, re
 		}
 	}
 	env := []string{"GIT_INDEX_FILE=" + filepath.Join(dir, spareIndex)}
-	args := append(append(r.noFilters(ctx, r.CommonDir), parallelCheckout...), "-c", "core.checkStat=minimal", "read-tree", "-m", "-u", old, tree)
+	args := append(append(append(r.noFilters(ctx, r.CommonDir), parallelCheckout...), fullCheckout...), "-c", "core.checkStat=minimal", "read-tree", "-m", "-u", old, tree)
 	if _, err := r.g.run(ctx, invocation{gitDir: r.CommonDir, workTree: files, args: args, env: env}); err != nil {
 		return fmt.Errorf("updating a spare checkout to %.10s: %w", tree, err)
 	}

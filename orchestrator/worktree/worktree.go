@@ -68,7 +68,7 @@ func (r *Repo) Add(ctx context.Context, opts AddOptions) (*Worktree, error) {
 	if reason == "" {
 		reason = "agent task"
 	}
-	args := append(append([]string{}, parallelCheckout...), "worktree", "add", "--quiet", "--lock", "--reason", reason)
+	args := append(append(append([]string{}, parallelCheckout...), fullCheckout...), "worktree", "add", "--quiet", "--lock", "--reason", reason)
 	if opts.NoCheckout {
 		args = append(args, "--no-checkout")
 	}
