@@ -262,7 +262,10 @@ func New(opts Options) (*Agent, error) {
 func (a *Agent) refreshTools() {
 	names := a.runner.names()
 	a.toolsTok = estimateTools(a.toolDefs(), names)
-	a.parser = toolparse.New(append(names, aliasNames()...)...)
+	a.parser = toolparse.New(append(names, aliasNames()...)...).WithCheck(func(name, args string) bool {
+		_, err := a.runner.checkCall(canonicalTool(name), []byte(args))
+		return err == nil
+	})
 	// Only our own names hint at an action: aliases like "run(" are common
 	// words in a final summary.
 	a.actionParser = toolparse.New(names...)

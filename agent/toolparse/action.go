@@ -11,7 +11,7 @@ var (
 	// A shell block the model wants run rather than a tool call.
 	shellFence = regexp.MustCompile("(?s)```(?:bash|sh|shell|console|zsh)\\s*\\n\\s*\\S")
 	// A tool-call opener the parser could not complete.
-	callOpener = regexp.MustCompile(`<tool_call>|<\|tool_call\|>|\[TOOL_CALLS?\]|<function_call>|<function=|"arguments"\s*:`)
+	callOpener = regexp.MustCompile(`<tool_call>|<\|tool_call\|>|\[TOOL_CALLS?\]|<function_call>|<function=|"arguments"\s*:|\[ARGS\]|<｜tool|<\|tool_calls?_(?:section_)?begin\|>|to=functions\.|<minimax:tool_call>|<invoke name=`)
 )
 
 // LooksLikeAction reports whether a reply that carried no tool call reads as

@@ -37,6 +37,7 @@ type Result struct {
 // Parser finds calls to a known set of tools.
 type Parser struct {
 	known map[string]bool
+	check func(name, args string) bool
 }
 
 // New returns a Parser that accepts calls to the named tools only. With no
@@ -46,6 +47,16 @@ func New(tools ...string) *Parser {
 	for _, t := range tools {
 		p.known[t] = true
 	}
+	return p
+}
+
+// WithCheck sets a check of a call's arguments (against the tool's schema)
+// and returns p. Calls in formats without markers of their own (pythonic
+// lists, Functionary's recipients) count only when it passes: written in
+// prose, they are otherwise too easily an example. Calls in a tagged format
+// are returned either way, so the caller can tell the model what was wrong.
+func (p *Parser) WithCheck(check func(name, args string) bool) *Parser {
+	p.check = check
 	return p
 }
 
@@ -62,6 +73,7 @@ type span struct {
 	start, end int
 	calls      []Call
 	cut        bool // the unfinished call that made the Result Incomplete
+	drop       bool // format markup without a call: removed from the text
 }
 
 // tag is a pair of delimiters some model family writes around calls.
@@ -80,6 +92,10 @@ var tags = []tag{
 	{open: "[TOOL_CALL]", close: "[/TOOL_CALL]"},
 	{open: "[TOOL_CALLS]", toEnd: true},
 	{open: "<function_call>", close: "</function_call>"},
+	{open: "<minimax:tool_call>", close: "</minimax:tool_call>"},
+	{open: "<seed:tool_call>", close: "</seed:tool_call>"},
+	{open: "<|START_ACTION|>", close: "<|END_ACTION|>"},
+	{open: "<TOOLCALL>", close: "</TOOLCALL>"},
 }
 
 var (
@@ -90,11 +106,15 @@ var (
 // Parse finds the calls in a reply.
 func (p *Parser) Parse(text string) Result {
 	visible, thinking := StripThink(text)
+	visible, harmonyThinking := harmonySplit(visible)
+	if harmonyThinking != "" {
+		thinking = strings.Join(nonEmpty([]string{thinking, harmonyThinking}), "\n\n")
+	}
 	res := Result{Thinking: thinking}
-	var spans []span
+	spans := p.dialects(visible, &res)
 
 	for _, t := range tags {
-		for _, sp := range p.tagged(visible, t, &res) {
+		for _, sp := range p.tagged(visible, t, spans, &res) {
 			if !overlaps(spans, sp.start, sp.end) {
 				spans = append(spans, sp)
 			}
@@ -129,13 +149,14 @@ func (p *Parser) Parse(text string) Result {
 		// a block that is not a call is an example or file content.
 		spans = append(spans, span{start: f.start, end: f.end, calls: calls})
 	}
+	spans = append(spans, p.pythonic(visible, spans, &res)...)
 	spans = append(spans, p.bare(visible, spans, &res)...)
 
 	sort.Slice(spans, func(i, j int) bool { return spans[i].start < spans[j].start })
 	var out strings.Builder
 	last := 0
 	for _, s := range spans {
-		if len(s.calls) == 0 && !s.cut {
+		if len(s.calls) == 0 && !s.cut && !s.drop {
 			continue // protected block without calls: keep it visible
 		}
 		if s.start < last {
@@ -151,7 +172,7 @@ func (p *Parser) Parse(text string) Result {
 }
 
 // tagged finds the blocks delimited by t.
-func (p *Parser) tagged(s string, t tag, res *Result) []span {
+func (p *Parser) tagged(s string, t tag, taken []span, res *Result) []span {
 	var out []span
 	from := 0
 	for {
@@ -161,6 +182,15 @@ func (p *Parser) tagged(s string, t tag, res *Result) []span {
 		}
 		start := from + i
 		bodyStart := start + len(t.open)
+		if overlaps(taken, start, bodyStart) {
+			from = bodyStart // read by a format of its own
+			continue
+		}
+		if mentioned(s, start) {
+			from = mentionEnd(s, start)
+			out = append(out, span{start: start, end: from})
+			continue
+		}
 		end, bodyEnd := len(s), len(s)
 		closed := false
 		if !t.toEnd {
@@ -174,8 +204,19 @@ func (p *Parser) tagged(s string, t tag, res *Result) []span {
 		body := []byte(strings.TrimSpace(s[bodyStart:bodyEnd]))
 		body = bytes.TrimSpace(stripFence(body))
 		calls, ok := p.callsIn(body, true)
-		if !ok && bytes.HasPrefix(body, []byte("<function=")) {
+		switch {
+		case ok:
+		case bytes.HasPrefix(body, []byte("<function=")):
 			calls, ok = p.functionCalls(string(body))
+		case bytes.HasPrefix(body, []byte("[")):
+			calls, ok = p.pythonicList(string(body), false)
+		case !closed:
+			// Elements can follow one another until the close tag: without
+			// it, the call may not be whole.
+		case bytes.HasPrefix(body, []byte("<invoke")):
+			calls, ok = p.minimaxCalls(string(body))
+		case t.open == "<tool_call>":
+			calls, ok = p.glmCall(string(body))
 		}
 		switch {
 		case ok:
@@ -232,10 +273,7 @@ var paramTag = regexp.MustCompile(`(?s)<parameter=([A-Za-z0-9_.\-]+)>(.*?)</para
 // arguments. The body is JSON (Llama 3.1) or a list of <parameter=KEY>
 // elements (Qwen3-Coder). whole reports whether the body is complete.
 //
-// Parameter values are text; a value that reads as a JSON object, array,
-// number or boolean is taken as that, since the schema is not known here
-// and "timeout: 30" or "replace_all: true" are far more common than a
-// string argument that happens to look like a number.
+// Parameter values are read by paramValue.
 func functionArgs(body string) (args string, whole bool) {
 	b := strings.TrimSpace(body)
 	if b == "" {
@@ -247,13 +285,7 @@ func functionArgs(body string) (args string, whole bool) {
 	obj := map[string]any{}
 	rest := b
 	for _, m := range paramTag.FindAllStringSubmatch(b, -1) {
-		v := strings.TrimSuffix(strings.TrimPrefix(m[2], "\n"), "\n")
-		var js any
-		if t := strings.TrimSpace(v); t != "" && t[0] != '"' && json.Unmarshal([]byte(t), &js) == nil && js != nil {
-			obj[m[1]] = js
-		} else {
-			obj[m[1]] = v
-		}
+		obj[m[1]] = paramValue(m[2])
 		rest = strings.Replace(rest, m[0], "", 1)
 	}
 	out, err := json.Marshal(obj)

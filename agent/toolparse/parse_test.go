@@ -189,6 +189,9 @@ func TestParseNoPanicOnJunk(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add(`<tool_call>{"name":"bash","arguments":{"command":"ls"}}</tool_call>`)
 	f.Add("```json\n{\"name\":\"read_file\",\"arguments\":{}}\n```")
+	for _, c := range formatCases {
+		f.Add(c.in)
+	}
 	p := New(tools...)
 	f.Fuzz(func(t *testing.T, s string) {
 		r := p.Parse(s)

@@ -2,7 +2,7 @@ package toolparse
 
 import "strings"
 
-var thinkTags = [][2]string{{"<think>", "</think>"}, {"<thinking>", "</thinking>"}, {"<reasoning>", "</reasoning>"}}
+var thinkTags = [][2]string{{"<think>", "</think>"}, {"<thinking>", "</thinking>"}, {"<reasoning>", "</reasoning>"}, {"<|START_THINKING|>", "<|END_THINKING|>"}}
 
 // StripThink removes reasoning blocks and returns the visible text and the
 // reasoning. It handles the shapes local models produce: whole
