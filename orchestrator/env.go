@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/localagent/agent/agent/event"
@@ -40,6 +41,10 @@ type EnvironmentOptions struct {
 	// worktree; a repository's .agent/include proposes patterns, and only
 	// those listed here are copied.
 	Include []string
+	// Bases are the images a repository's own definition may name as its
+	// base, besides the configured sandbox image and the images agent
+	// built (env.bases).
+	Bases []string
 }
 
 // applyEnvironment adds a task's environment (variables, cache mounts) to
@@ -61,11 +66,13 @@ type EnvPlan struct {
 	Lockfiles  []string                `json:"lockfiles"`
 	Ecosystems []string                `json:"ecosystems"`
 	Ref        string                  `json:"image"`
-	Hash       string                  `json:"hash"`
-	Present    bool                    `json:"present"`
-	CacheDir   string                  `json:"cache_dir"`
-	Mirror     string                  `json:"mirror"`
-	Egress     string                  `json:"setup_egress"`
+	// Base is the image the environment is built on.
+	Base     string `json:"base"`
+	Hash     string `json:"hash"`
+	Present  bool   `json:"present"`
+	CacheDir string `json:"cache_dir"`
+	Mirror   string `json:"mirror"`
+	Egress   string `json:"setup_egress"`
 
 	req *environment.Request
 }
@@ -156,8 +163,9 @@ func (o *Orchestrator) planEnvironment(ctx context.Context, repo *worktree.Repo,
 		},
 		Caches: caches, Ecosystems: environment.DetectEcosystems(files, def.Packages), User: u, SeedGo: seed,
 		Sandbox: o.opts.Sandbox, WorkDir: filepath.Join(o.opts.StateDir, "envbuild", environment.RepoKey(repo.CommonDir)),
+		Bases: o.opts.Environment.Bases, Trusted: !strings.HasPrefix(source, environment.File),
 	}
-	p := &EnvPlan{Def: def, Source: source, Lockfiles: lockNames, Ecosystems: req.Ecosystems, CacheDir: caches.Dir,
+	p := &EnvPlan{Def: def, Source: source, Base: envBase(def, o.opts.Sandbox.Image), Lockfiles: lockNames, Ecosystems: req.Ecosystems, CacheDir: caches.Dir,
 		Mirror: mirror, Egress: o.opts.Environment.Egress.String(), req: req}
 	dc, err := environment.Connect()
 	if err != nil {
@@ -221,11 +229,22 @@ func (o *Orchestrator) prepareEnvironment(ctx context.Context, repo *worktree.Re
 	if err != nil {
 		return nil, "", fmt.Errorf("building the project environment (%s): %w", p.Source, err)
 	}
-	rec := &store.Environment{Hash: res.Hash, Source: p.Source, Env: res.Env, Reused: res.Reused, BuildMS: res.Duration.Milliseconds()}
+	rec := &store.Environment{Hash: res.Hash, Source: p.Source, Base: p.Base, Env: res.Env, Reused: res.Reused, BuildMS: res.Duration.Milliseconds()}
 	for _, m := range res.Mounts {
 		rec.Mounts = append(rec.Mounts, store.CacheMount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
 	return rec, res.Ref, nil
+}
+
+// envBase is the image an environment is built on.
+func envBase(def *environment.Definition, sandboxImage string) string {
+	switch {
+	case def != nil && def.Base != "":
+		return def.Base
+	case sandboxImage != "":
+		return sandboxImage
+	}
+	return sandbox.DefaultImage
 }
 
 // exportCommit writes commit's files into dir for setup.

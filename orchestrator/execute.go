@@ -315,8 +315,14 @@ func (r *Run) startSandbox(ctx context.Context, sink event.Sink) (*sandbox.Sandb
 	if warm != nil {
 		from = ", warm pool"
 	}
+	image := spec.Image
+	if t.Environment != nil && t.Environment.Base != "" {
+		image = fmt.Sprintf("%s image, built on %s from %s", spec.Image, t.Environment.Base, t.Environment.Source)
+	} else {
+		image += " image"
+	}
 	sink.Emit(event.Event{Time: time.Now(), Kind: event.Progress, Task: t.ID, State: "ready",
-		Text: fmt.Sprintf("sandbox %s ready (%s image%s) in %d ms%s", short(sb.ID), spec.Image, from, time.Since(r.begin).Milliseconds(), note)})
+		Text: fmt.Sprintf("sandbox %s ready (%s%s) in %d ms%s", short(sb.ID), image, from, time.Since(r.begin).Milliseconds(), note)})
 	o.refillWarm()
 	return sb, nil
 }

@@ -56,6 +56,12 @@ type Review struct {
 	IgnoredCount int      `json:"ignored_count,omitempty"`
 	// GPUs the sandbox had ("" none).
 	GPUs string `json:"gpus,omitempty"`
+	// Image is the sandbox's image; ImageBase the image its environment
+	// was built on and ImageSource where that choice came from ("" when
+	// the task ran on the configured sandbox image alone).
+	Image       string `json:"image"`
+	ImageBase   string `json:"image_base,omitempty"`
+	ImageSource string `json:"image_source,omitempty"`
 }
 
 // SubBranch is a sub-agent's branch holding work of its own.
@@ -143,7 +149,10 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 		Task: t.ID, Prompt: t.Prompt, State: string(t.State), Branch: t.Branch,
 		Base: describeBase(t), BaseBranch: t.BaseBranch, Commands: t.Commands,
 		Tests: DetectTests(t.Commands), Network: t.Network, Result: t.Result, Model: t.Model, Tokens: t.Tokens,
-		Worktree: t.Worktree, GPUs: t.GPUs,
+		Worktree: t.Worktree, GPUs: t.GPUs, Image: t.Image,
+	}
+	if t.Environment != nil {
+		rv.ImageBase, rv.ImageSource = t.Environment.Base, t.Environment.Source
 	}
 	if t.GPUs != "" {
 		rv.Warnings = append(rv.Warnings, gpuWarning(t.GPUs))

@@ -106,6 +106,12 @@ type Request struct {
 	WorkDir string
 	// Force rebuilds even when the image is present.
 	Force bool
+	// Bases are the images, besides the configured sandbox image and the
+	// images agent built, that a repository's definition may name as its
+	// base (the user's env.bases). Trusted is set when the definition is
+	// the user's own (env.repos, env.default_file): its base is not checked.
+	Bases   []string
+	Trusted bool
 	// Labels are added to images and containers (tests mark theirs).
 	Labels map[string]string
 	// Progress receives one line per step; nil discards.
@@ -164,6 +170,9 @@ func (b *Builder) Plan(ctx context.Context, req *Request) (ref, hash, baseID str
 			return "", "", "", fmt.Errorf("the environment's base image %s is not present: build it (`agent images build sandbox`) or load it (`agent images load -i FILE`); images are never pulled", base)
 		}
 		return "", "", "", fmt.Errorf("inspecting %s: %w", base, err)
+	}
+	if err := b.checkBase(ctx, req, base, bi); err != nil {
+		return "", "", "", err
 	}
 	d := *req.Def
 	d.Base = base

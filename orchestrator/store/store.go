@@ -274,8 +274,10 @@ type Network struct {
 // Environment records a task's project environment: what its sandboxes
 // add to the image (variables, dependency-cache mounts).
 type Environment struct {
-	Hash   string       `json:"hash"`
-	Source string       `json:"source"` // where the definition came from
+	Hash   string `json:"hash"`
+	Source string `json:"source"` // where the definition came from
+	// Base is the image the environment was built on.
+	Base   string       `json:"base,omitempty"`
 	Env    []string     `json:"env,omitempty"`
 	Mounts []CacheMount `json:"mounts,omitempty"`
 	// Reused is set when the image was already built; BuildMS is the time

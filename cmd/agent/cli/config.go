@@ -161,6 +161,9 @@ type EnvConfig struct {
 	// into each task's worktree (a repository's .agent/include only
 	// proposes them).
 	Include []string `mapstructure:"include"`
+	// Bases are the images a repository's .agent/environment.yaml may
+	// name as its base, besides sandbox.image and the images agent built.
+	Bases []string `mapstructure:"bases"`
 }
 
 // EnvRepoConfig names the environment file of one checkout.
@@ -211,6 +214,7 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("env.default_file", "")
 	v.SetDefault("env.seed_host_caches", false)
 	v.SetDefault("env.include", []string{})
+	v.SetDefault("env.bases", []string{})
 	// A list of {repo, file}: a key of its own (its items are not keys).
 	v.SetDefault("env.repos", []map[string]any{})
 }

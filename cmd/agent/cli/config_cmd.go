@@ -54,6 +54,7 @@ var keyDocs = map[string]string{
 	"env.default_file":          "your own environment file for repositories without one",
 	"env.repos":                 "replace a repository's environment: [{repo: DIR, file: PATH}]",
 	"env.include":               "untracked files (globs) copied from your checkout into each task's worktree",
+	"env.bases":                 "images a repository's .agent/environment.yaml may name as base:, besides sandbox.image and images agent built",
 	"env.seed_host_caches":      "mount your ~/go/pkg/mod read-only as a last-resort module source",
 	"env.off":                   "ignore environment definitions",
 }

@@ -26,7 +26,7 @@ import (
 // environmentOptions turns the env.* configuration into the
 // orchestrator's options, reading the user's own definition files.
 func environmentOptions(cfg *Config) (orchestrator.EnvironmentOptions, error) {
-	eo := orchestrator.EnvironmentOptions{Off: cfg.Env.Off, Mirror: cfg.Images.Mirror, SeedHostCaches: cfg.Env.SeedHostCaches, Include: cfg.Env.Include}
+	eo := orchestrator.EnvironmentOptions{Off: cfg.Env.Off, Mirror: cfg.Images.Mirror, SeedHostCaches: cfg.Env.SeedHostCaches, Include: cfg.Env.Include, Bases: cfg.Env.Bases}
 	eg, err := policy.ParseEgress(cfg.Env.Egress)
 	if err != nil {
 		return eo, fmt.Errorf("configuration env.egress: %w", err)

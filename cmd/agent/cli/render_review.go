@@ -56,6 +56,11 @@ func printReview(w io.Writer, rv *orchestrator.Review, width int, c colors) {
 		p.line("  note     %s has new commits since the task started", termtext.Line(rv.BaseBranch))
 	}
 	p.line("  model    %s, tokens %d in / %d out", termtext.Line(rv.Model), rv.Tokens.Prompt, rv.Tokens.Completion)
+	if rv.ImageBase != "" {
+		p.line("  image    %s (built on %s, from %s)", termtext.Line(rv.Image), termtext.Line(rv.ImageBase), termtext.Line(rv.ImageSource))
+	} else if rv.Image != "" {
+		p.line("  image    %s", termtext.Line(rv.Image))
+	}
 	fmt.Fprintln(w)
 	p.line("%s (%d):", c.Bold("Commits"), len(rv.Commits))
 	if len(rv.Commits) == 0 {

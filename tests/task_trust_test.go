@@ -1,0 +1,93 @@
+package tests
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+
+	"github.com/localagent/agent/policy"
+	"github.com/localagent/agent/sandbox"
+)
+
+// localAppImage makes a local image that agent did not build (a stand-in
+// for an application image with a secret baked in): busybox plus
+// /secret-token, labelled as something else, tagged under a name unique
+// to the test and removed at cleanup.
+func localAppImage(t *testing.T, c *client.Client, label string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	labels := map[string]string{policy.LabelImage: "someones-app", sandbox.LabelTest: label}
+	cr, err := c.ContainerCreate(ctx, &container.Config{Image: "agent/busybox:latest", Labels: labels,
+		Cmd: []string{"sh", "-c", "echo registry-token-s3cret > /secret-token"}, NetworkDisabled: true}, nil, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.ContainerRemove(context.WithoutCancel(ctx), cr.ID, container.RemoveOptions{Force: true}) }()
+	if err := c.ContainerStart(ctx, cr.ID, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wc, errc := c.ContainerWait(ctx, cr.ID, container.WaitConditionNotRunning)
+	select {
+	case w := <-wc:
+		if w.StatusCode != 0 {
+			t.Fatalf("making the app image: exit %d", w.StatusCode)
+		}
+	case err := <-errc:
+		t.Fatal(err)
+	}
+	ref := "agent-test-app/" + strings.ToLower(label[len(label)-8:]) + ":secret"
+	if _, err := c.ContainerCommit(ctx, cr.ID, container.CommitOptions{Reference: ref,
+		Config: &container.Config{Labels: labels, Cmd: []string{"sh"}}}); err != nil {
+		t.Fatal(err)
+	}
+	removeLabelledImagesOnCleanup(t, c, label)
+	return ref
+}
+
+// TestTaskBaseIsTheUsers: a repository whose environment names a local
+// image the user has not allowed is refused, and the refusal names the
+// image; nothing of it reaches the model. Control: with the image in the
+// user's env.bases, the same repository's task runs on it and the model
+// reads the secret baked into it — the ready line and the review name the
+// base.
+func TestTaskBaseIsTheUsers(t *testing.T) {
+	c := RequireEngine(t)
+	e := NewAgentEnv(t, c)
+	app := localAppImage(t, c, e.Label)
+	repo := writeRepo(t, map[string]string{
+		"README":                  "x\n",
+		".agent/environment.yaml": "base: " + app + "\n",
+	})
+	script := writeScript(t, `turns:
+  - tool_calls:
+      - {name: bash, arguments: {command: "cat /secret-token"}}
+  - expect: {last_role: tool, tool_result_contains: "registry-token-s3cret"}
+    text: done
+`)
+	code, _, stderr := e.Run(repo, "task", "--llm", "script:"+script, "--approve", "discard", e.LabelFlag(), "read the token")
+	if code == 0 || !strings.Contains(stderr, app) || !strings.Contains(stderr, "env.bases") {
+		t.Fatalf("exit %d, want a refusal naming %s; stderr:\n%s", code, app, stderr)
+	}
+	if ts, _ := taskStore(t, e.StateDir).List(); len(ts) != 0 {
+		t.Fatalf("a refused base still created %d task(s)", len(ts))
+	}
+
+	// Control: the user allows the image; the model reads what it holds.
+	writeUserConfig(t, e, "env:\n  bases: ["+app+"]\n")
+	code, stdout, stderr := e.Run(repo, "task", "--llm", "script:"+script, "--approve", "keep", e.LabelFlag(), "read the token")
+	if code != 0 {
+		t.Fatalf("control: exit %d with the base allowed:\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "image, built on "+app+" from .agent/environment.yaml") {
+		t.Errorf("control: the ready line does not name the base %s:\n%s", app, stderr)
+	}
+	if !strings.Contains(stdout+stderr, "(built on "+app+", from .agent/environment.yaml") {
+		t.Errorf("control: the review does not name the base %s:\n%s\n%s", app, stdout, stderr)
+	}
+	untagOnCleanup(t, c, newestTask(t, e.StateDir).Image)
+}
