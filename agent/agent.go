@@ -180,7 +180,8 @@ type Agent struct {
 	nextID       int // for call ids the server did not give
 	parser       *toolparse.Parser
 	actionParser *toolparse.Parser
-	lean         bool // small window: short tool definitions
+	lean         bool   // small window: short tool definitions
+	toolsNotice  string // what the small window left out, told at the start
 
 	lastMaxTokens int // max_tokens of the last request, for the cut-off hint
 }
@@ -248,10 +249,12 @@ func New(opts Options) (*Agent, error) {
 	// smaller window the optional tools are left out first, then the core
 	// tools get their short descriptions.
 	budget := opts.ContextTokens * leanPct / 100
-	if estimateTools(cat.wire, names)+len(promptText)/charsPerToken > budget {
+	if need := estimateTools(cat.wire, names) + len(promptText)/charsPerToken; need > budget {
+		all := names
 		a.runner.coreOnly = true
 		names = a.runner.names()
 		a.lean = estimateTools(cat.wire, names)+len(promptText)/charsPerToken > budget
+		a.toolsNotice = toolsLeftOut(opts.ContextTokens, need, all, names, a.lean)
 	}
 	a.refreshTools()
 	return a, nil
@@ -416,4 +419,26 @@ func (a *Agent) Run(ctx context.Context, prompt string) (Result, error) {
 	}
 	a.emit(event.Event{Kind: event.Done, Text: res.Text, State: string(res.StopReason)})
 	return res, err
+}
+
+// toolsLeftOut says which tools a small window left out and the window that
+// would offer them all: need is the estimate of the full definitions and
+// the base prompt, which may take leanPct of the window.
+func toolsLeftOut(window, need int, all, kept []string, lean bool) string {
+	has := make(map[string]bool, len(kept))
+	for _, n := range kept {
+		has[n] = true
+	}
+	var out []string
+	for _, n := range all {
+		if !has[n] {
+			out = append(out, n)
+		}
+	}
+	msg := fmt.Sprintf("the %d-token context window leaves no room for every tool: left out %s", window, strings.Join(out, ", "))
+	if lean {
+		msg += "; the other tools get short descriptions"
+	}
+	return msg + fmt.Sprintf(". Their definitions and the prompt need about %d tokens, which fits a window of %d tokens or more (agent.context_tokens)",
+		need, (need*100+leanPct-1)/leanPct)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -207,5 +209,40 @@ func TestAgentTypeAllowsServer(t *testing.T) {
 	}
 	if !(AgentType{}).AllowsServer("x") {
 		t.Error("a type without an allow-list allows every server")
+	}
+}
+
+// A window too small for every tool says so at the start, naming what was
+// left out and the window that would offer it; that window does.
+func TestSmallWindowToolsNotice(t *testing.T) {
+	notice := func(window int) (string, string) {
+		rec := &event.Recorder{}
+		a := newTestAgent(t, &fakeClient{}, newMemWorkspace(nil), func(o *Options) { o.ContextTokens = window; o.Sink = rec })
+		if err := a.start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		var text string
+		for _, e := range rec.Events() {
+			if e.Kind == event.Notice && strings.Contains(e.Text, "left out") {
+				text = e.Text
+			}
+		}
+		return text, strings.Join(a.runner.names(), ",")
+	}
+	text, _ := notice(8192)
+	m := regexp.MustCompile(`left out (.*)\. .* fits a window of (\d+) tokens`).FindStringSubmatch(text)
+	if m == nil || !strings.Contains(m[1], "git_diff") || strings.Contains(m[1], "read_file") {
+		t.Fatalf("notice for 8192 tokens: %q", text)
+	}
+	need, _ := strconv.Atoi(m[2])
+	if need <= 8192 {
+		t.Fatalf("needed window %d is not larger than the one that was too small", need)
+	}
+	text, names := notice(need)
+	if text != "" || !strings.Contains(names, "git_diff") {
+		t.Errorf("window %d: notice %q, tools %s", need, text, names)
+	}
+	if text, _ := notice(need - 64); text == "" {
+		t.Errorf("window %d: no notice, yet %d was said to be needed", need-64, need)
 	}
 }

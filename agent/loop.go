@@ -78,6 +78,9 @@ func (a *Agent) start(ctx context.Context) error {
 		}
 		a.emit(event.Event{Kind: event.Notice, Text: fmt.Sprintf("resumed session %s (%d messages)", a.header.ID, len(a.history)-1)})
 	}
+	if a.toolsNotice != "" {
+		a.emit(event.Event{Kind: event.Notice, Text: a.toolsNotice})
+	}
 	a.started = true
 	return nil
 }
