@@ -95,6 +95,62 @@ func TestPropose(t *testing.T) {
 	}
 }
 
+// TestProposeOffline: what a proposal holds must let the project's own
+// tests run in a sandbox without network: a C compiler for a module that
+// uses cgo, CGO_ENABLED=0 for one that does not (Debian's Go has no
+// compiler of its own, and net or os/user then fail), src on PYTHONPATH
+// for a src layout, never pip.
+func TestProposeOffline(t *testing.T) {
+	files := map[string]string{
+		"go.mod":         "module example.com/m\n\ngo 1.21\n",
+		"lib.go":         "package m\n\n// #include <stdlib.h>\nimport \"C\"\n",
+		"pure.go":        "package m\n\nimport \"net\"\n\nvar _ = net.IPv4len\n",
+		"grouped.go":     "package m\n\nimport (\n\t\"fmt\"\n\t\"C\"\n)\n",
+		"pyproject.toml": "[tool.setuptools]\npackage-dir = {\"\" = \"src\"}\n[project.optional-dependencies]\ntest = [\"pytest\"]\n",
+		"setup.cfg":      "[options]\npackage_dir =\n    = src\n",
+	}
+	read := func(name string) []byte { return []byte(files[name]) }
+	cgo := Propose([]string{"go.mod", "lib.go"}, []string{"go.mod", "lib.go"}, read)
+	if !slices.Contains(cgo.Packages, "gcc") || !slices.Contains(cgo.Packages, "libc6-dev") || cgo.Env["CGO_ENABLED"] != "" {
+		t.Errorf("a cgo module gives %v %v", cgo.Packages, cgo.Env)
+	}
+	if g := Propose([]string{"go.mod", "grouped.go"}, []string{"go.mod", "grouped.go"}, read); !slices.Contains(g.Packages, "gcc") {
+		t.Errorf("import \"C\" in a group is not seen: %v", g.Packages)
+	}
+	// Control: the same module without import "C" builds without cgo.
+	pure := Propose([]string{"go.mod", "pure.go"}, []string{"go.mod", "pure.go"}, read)
+	if slices.Contains(pure.Packages, "gcc") || pure.Env["CGO_ENABLED"] != "0" {
+		t.Errorf("a pure Go module gives %v %v", pure.Packages, pure.Env)
+	}
+	if n := ProposalNotes(pure, read); len(n) != 1 || !strings.Contains(n[0], "go 1.21") || !strings.Contains(n[0], DebianGo) {
+		t.Errorf("no note for go 1.21 against Go %s: %q", DebianGo, n)
+	}
+	files["go.mod"] = "module example.com/m\n\ngo 1.19\n"
+	if n := ProposalNotes(pure, read); len(n) != 0 {
+		t.Errorf("a note for go 1.19: %q", n)
+	}
+
+	src := Propose([]string{"pyproject.toml", "src", "tests"}, []string{"pyproject.toml", "src/pkg/__init__.py", "tests/test_pkg.py"}, read)
+	if src.Env["PYTHONPATH"] != "src" || slices.Contains(src.Packages, "python3-pip") || !slices.Contains(src.Packages, "python3-pytest") {
+		t.Errorf("a src layout gives %v %v", src.Packages, src.Env)
+	}
+	// Declared in the build configuration only (a namespace package).
+	for _, f := range []string{"pyproject.toml", "setup.cfg"} {
+		if d := Propose([]string{f, "src"}, []string{f, "src/ns/mod.py"}, read); d.Env["PYTHONPATH"] != "src" {
+			t.Errorf("%s's src layout is not seen: %v", f, d.Env)
+		}
+	}
+	// Control: a flat layout needs nothing on PYTHONPATH.
+	if flat := Propose([]string{"calc", "tests"}, []string{"calc/__init__.py", "tests/test_calc.py"}, func(string) []byte { return nil }); flat.Env["PYTHONPATH"] != "" {
+		t.Errorf("a flat layout gives %v", flat.Env)
+	}
+	for _, d := range []*Definition{cgo, pure, src} {
+		if _, err := Parse([]byte(d.YAML())); err != nil {
+			t.Errorf("the proposal does not parse: %v\n%s", err, d.YAML())
+		}
+	}
+}
+
 func TestMissingProgram(t *testing.T) {
 	for out, want := range map[string]string{
 		"/bin/bash: line 1: go: command not found\n[exit code 127]": "go",

@@ -2,9 +2,13 @@ package environment
 
 import (
 	"bytes"
+	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 )
 
 // Propose suggests a definition from a repository's top-level names and
@@ -12,8 +16,18 @@ import (
 // file's contents (nil when unreadable). It
 // installs the Debian toolchain of each ecosystem found and, where a lock
 // file makes it repeatable, a setup step that fills the dependency cache.
+// Everything proposed must work offline in the task's sandbox: no package
+// manager that could only reach the network (pip), and what a language
+// needs to run the project's own tests (a C compiler for cgo, the source
+// directory of a src layout on PYTHONPATH).
 func Propose(files, all []string, read func(name string) []byte) *Definition {
 	d := &Definition{}
+	setEnv := func(k, v string) {
+		if d.Env == nil {
+			d.Env = map[string]string{}
+		}
+		d.Env[k] = v
+	}
 	// Source files count at any depth (a package directory of .py files,
 	// C sources under src/).
 	for _, p := range all {
@@ -40,11 +54,24 @@ func Propose(files, all []string, read func(name string) []byte) *Definition {
 		if has("go.sum") {
 			d.Setup = append(d.Setup, "go mod download")
 		}
+		// Debian's golang-go (1.19) builds with cgo by default and has no
+		// C compiler of its own: net and os/user then fail with
+		// `cgo: C compiler "gcc" not found`. A module that uses cgo gets
+		// the compiler; any other builds without cgo (the pure-Go net and
+		// os/user), which needs nothing more.
+		if usesCgo(all, read) {
+			add("gcc", "libc6-dev")
+		} else {
+			setEnv("CGO_ENABLED", "0")
+		}
 	}
 	if has("pyproject.toml", "requirements*.txt", "setup.py", "setup.cfg", "*.py") {
 		add("python3")
-		if has("requirements*.txt", "pyproject.toml", "setup.py") {
-			add("python3-pip")
+		// Not python3-pip: the task's sandbox has no network, so pip
+		// could install nothing there. A src layout is made importable
+		// through PYTHONPATH, which an editable install would otherwise do.
+		if srcLayout(files, all, read) {
+			setEnv("PYTHONPATH", "src")
 		}
 		for _, f := range files {
 			if ok, _ := path.Match("requirements*.txt", f); ok || f == "pyproject.toml" || f == "setup.cfg" || f == "tox.ini" || f == "pytest.ini" {
@@ -85,4 +112,79 @@ func Propose(files, all []string, read func(name string) []byte) *Definition {
 	sort.Strings(d.Packages)
 	d.Packages = slices.Compact(d.Packages)
 	return d
+}
+
+// maxCgoScan bounds the Go files usesCgo reads.
+const maxCgoScan = 200
+
+var importCRe = regexp.MustCompile(`(?m)^\s*import\s+"C"\s*$|^\s*"C"\s*$`)
+
+// usesCgo reports whether a Go module has C sources next to its Go files
+// or a Go file (among the first maxCgoScan non-test ones) imports "C".
+func usesCgo(all []string, read func(string) []byte) bool {
+	scanned := 0
+	for _, p := range all {
+		if strings.HasPrefix(p, "vendor/") || strings.Contains(p, "/testdata/") || strings.HasPrefix(p, "testdata/") {
+			continue
+		}
+		switch path.Ext(p) {
+		case ".c", ".cc", ".cpp", ".h", ".S":
+			return true
+		case ".go":
+			if strings.HasSuffix(p, "_test.go") || scanned >= maxCgoScan {
+				continue
+			}
+			scanned++
+			if importCRe.Match(read(p)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var packageDirSrcRe = regexp.MustCompile(`(?m)^\s*(?:package[-_]dir\s*=\s*\{\s*["']{2}\s*[:=]\s*["']src["']|where\s*=\s*\[?\s*["']?src["']?\s*\]?\s*$|package_dir\s*=\s*\n\s*=\s*src\s*$)`)
+
+// srcLayout reports whether a Python project keeps its packages under
+// src/: a package directory src/NAME/__init__.py, or the build
+// configuration saying so (package-dir = {"" = "src"}, where = ["src"]).
+func srcLayout(files, all []string, read func(string) []byte) bool {
+	if !slices.Contains(files, "src") {
+		return false
+	}
+	for _, p := range all {
+		if parts := strings.Split(p, "/"); len(parts) == 3 && parts[0] == "src" && parts[2] == "__init__.py" {
+			return true
+		}
+	}
+	for _, f := range []string{"pyproject.toml", "setup.cfg", "setup.py"} {
+		if slices.Contains(files, f) && packageDirSrcRe.Match(read(f)) {
+			return true
+		}
+	}
+	return false
+}
+
+// DebianGo is the Go version of golang-go in the default sandbox image's
+// Debian suite (bookworm).
+const DebianGo = "1.19"
+
+var goLineRe = regexp.MustCompile(`(?m)^go\s+([0-9]+)\.([0-9]+)(?:\.[0-9]+)?\s*$`)
+
+// ProposalNotes are what a proposal cannot settle by itself, for the user
+// to read before committing it: today a go.mod asking for a newer Go than
+// Debian's golang-go.
+func ProposalNotes(d *Definition, read func(name string) []byte) []string {
+	var notes []string
+	if slices.Contains(d.Packages, "golang-go") {
+		if m := goLineRe.FindSubmatch(read("go.mod")); m != nil {
+			major, _ := strconv.Atoi(string(m[1]))
+			minor, _ := strconv.Atoi(string(m[2]))
+			if major > 1 || major == 1 && minor > 19 {
+				notes = append(notes, fmt.Sprintf("go.mod asks for go %d.%d, newer than Debian bookworm's golang-go (Go %s): go test may refuse the module or fail on newer language features. "+
+					"Set base: to a local image with Go %d.%d or later, or lower the go line if the code allows", major, minor, DebianGo, major, minor))
+			}
+		}
+	}
+	return notes
 }

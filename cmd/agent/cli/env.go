@@ -242,13 +242,18 @@ func envInit(ctx context.Context, opts *EnvOptions) error {
 	if err != nil {
 		return err
 	}
-	d := environment.Propose(files, all, func(name string) []byte {
+	read := func(name string) []byte {
 		b, _, _ := repo.ReadFile(ctx, base.Commit, name, 1<<20)
 		return b
-	})
+	}
+	d := environment.Propose(files, all, read)
 	text := "# proposed by `agent env init` from the files at " + base.Commit[:10] + "\n" + d.YAML()
 	if len(d.Packages) == 0 {
 		text += "# no toolchain recognised: list the Debian packages your build and tests need under packages:\n"
+	}
+	for _, n := range environment.ProposalNotes(d, read) {
+		text += "# note: " + n + "\n"
+		fmt.Fprintf(opts.IO.ErrOut, "warning: %s\n", termtext.Text(n))
 	}
 	if !opts.Write {
 		fmt.Fprint(opts.IO.Out, termtext.Text(text))
