@@ -34,7 +34,7 @@ func gitRepo(t *testing.T, files map[string]string) string {
 // env init proposes from the committed files and writes only a new file,
 // never through a symlink.
 func TestEnvInit(t *testing.T) {
-	repo := gitRepo(t, map[string]string{"go.mod": "module x\n", "go.sum": "", "x.go": "package x\n"})
+	repo := gitRepo(t, map[string]string{"go.mod": "module x\n\ngo 1.19\n", "go.sum": "", "x.go": "package x\n"})
 	var out bytes.Buffer
 	ios := &IOStreams{Out: &out, ErrOut: &bytes.Buffer{}}
 	if err := envInit(context.Background(), &EnvOptions{IO: ios, Repo: repo}); err != nil {
@@ -51,6 +51,21 @@ func TestEnvInit(t *testing.T) {
 	}
 	if err := envInit(context.Background(), &EnvOptions{IO: ios, Repo: repo, Write: true}); err == nil {
 		t.Fatal("an existing environment file was overwritten")
+	}
+
+	// A go line newer than Debian's Go is warned about, on the terminal
+	// and in the proposal; the go 1.19 module above was not (control).
+	if strings.Contains(out.String(), "note:") {
+		t.Errorf("a note for a module without a newer go line:\n%s", out.String())
+	}
+	newer := gitRepo(t, map[string]string{"go.mod": "module x\n\ngo 1.22.1\n", "x.go": "package x\n"})
+	var nout, nerr bytes.Buffer
+	if err := envInit(context.Background(), &EnvOptions{IO: &IOStreams{Out: &nout, ErrOut: &nerr}, Repo: newer}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(nerr.String(), "warning: go.mod asks for go 1.22") || !strings.Contains(nout.String(), "# note: go.mod asks for go 1.22") ||
+		!strings.Contains(nout.String(), "CGO_ENABLED") {
+		t.Errorf("no warning for go 1.22:\n%s\n%s", nout.String(), nerr.String())
 	}
 
 	// A symlink where the file goes is not followed.
