@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -64,19 +65,50 @@ func compactionFor(used, window int) compactAction {
 // tokenCounter estimates the context's size. Reported usage anchors it:
 // prompt+completion tokens of the last reply cover history[:n]; only the
 // messages after that are estimated from their length.
+//
+// The estimate itself is calibrated: scale is the server's count over our
+// estimate of the same prompt, learnt from each reported usage (4 bytes a
+// token is far off for code and for some tokenizers: a third low is
+// common), so a threshold fires where the server's count crosses it.
 type tokenCounter struct {
 	n      int
 	tokens int
+	scale  float64 // 0 until a server reported a count
 }
 
-func (t *tokenCounter) anchor(n, tokens int) { t.n, t.tokens = n, tokens }
-func (t *tokenCounter) reset()               { t.n, t.tokens = 0, 0 }
+// anchor records that the server counted tokens for history[:n], which we
+// had estimated at est.
+func (t *tokenCounter) anchor(n, tokens, est int) {
+	t.n, t.tokens = n, tokens
+	if tokens > 0 && est > 0 {
+		t.scale = min(4, max(0.5, float64(tokens)/float64(est)))
+	}
+}
+
+// reset forgets the anchor (the history changed under it); the scale stays.
+func (t *tokenCounter) reset() { t.n, t.tokens = 0, 0 }
+
+// scaled turns an estimate into the server's tokens.
+func (t *tokenCounter) scaled(est int) int {
+	if t.scale == 0 {
+		return est
+	}
+	return int(math.Ceil(float64(est) * t.scale))
+}
+
+// unscaled turns the server's tokens into estimate units.
+func (t *tokenCounter) unscaled(tokens int) int {
+	if t.scale == 0 {
+		return tokens
+	}
+	return int(float64(tokens) / t.scale)
+}
 
 func (t *tokenCounter) estimate(history []llm.Message, extra int) int {
 	if t.n > 0 && t.n <= len(history) {
-		return t.tokens + estimateMessages(history[t.n:])
+		return t.tokens + t.scaled(estimateMessages(history[t.n:]))
 	}
-	return estimateMessages(history) + extra
+	return t.scaled(estimateMessages(history) + extra)
 }
 
 func estimateMessage(m llm.Message) int {
@@ -188,11 +220,13 @@ func (a *Agent) hardCompact(target int, mustFit bool) {
 	h := a.history
 	from := a.head()
 	a.tokens.reset()
+	// Sizes here are in estimate units, the target too.
+	target = a.tokens.unscaled(target)
 	size := func() int { return estimateMessages(h) + a.extraTokens() }
 	before := size()
 	defer func() {
 		a.history = h
-		a.noteCompaction("hard", before, size())
+		a.noteCompaction("hard", a.tokens.scaled(before), a.tokens.scaled(size()))
 	}()
 	last := tailStart(h, from, 0)
 	keep := tailStart(h, from, a.opts.ContextTokens*tailPct/100)
@@ -404,7 +438,7 @@ func (a *Agent) checkpoint(ctx context.Context, res *Result) error {
 	if err := a.appendTranscript(cp); err != nil {
 		return err
 	}
-	a.noteCompaction("checkpoint", before, estimateMessages(nh)+a.extraTokens())
+	a.noteCompaction("checkpoint", a.tokens.scaled(before), a.tokens.scaled(estimateMessages(nh)+a.extraTokens()))
 	return nil
 }
 

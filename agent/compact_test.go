@@ -42,10 +42,39 @@ func TestTokenCounterUsesReportedUsage(t *testing.T) {
 	if got := tc.estimate(h, 10); got != 100+4+0+4+10 {
 		t.Errorf("estimate = %d", got)
 	}
-	tc.anchor(2, 500)
+	tc.anchor(2, 500, 0)
 	h = append(h, llm.Message{Role: llm.RoleTool, Content: strings.Repeat("y", 40)})
 	if got := tc.estimate(h, 10); got != 500+10+4 {
 		t.Errorf("anchored estimate = %d", got)
+	}
+}
+
+// A server that counts more tokens than the estimate (2,332 against 1,502
+// measured with llama-server on a real prompt) calibrates what follows:
+// compaction fires where the server's count crosses the threshold, not a
+// third later. The control is the same history without a reported count.
+func TestTokenCounterCalibratesEstimate(t *testing.T) {
+	const window = 10000
+	h := conversation(8, 1900)
+	h[0].Content = strings.Repeat("s", 6000) // a system prompt of 1,500 estimated tokens
+	var raw tokenCounter
+	est := raw.estimate(h, 0)
+	if compactionFor(est, window) != compactNone {
+		t.Fatalf("control: %d estimated tokens of %d already compact", est, window)
+	}
+	var tc tokenCounter
+	sys := estimateMessages(h[:2])
+	tc.anchor(2, sys*2332/1502, sys)
+	if got, want := tc.estimate(h, 0), sys*2332/1502+est*2332/1502-sys*2332/1502; got < want-2 || got > want+12 {
+		t.Errorf("anchored, calibrated estimate = %d, want about %d", got, want)
+	}
+	tc.reset() // a compaction moved the anchor; the scale stays
+	used := tc.estimate(h, 0)
+	if used*1502 < est*2332*99/100 || compactionFor(used, window) == compactNone {
+		t.Fatalf("calibrated estimate %d (raw %d) does not compact a window of %d", used, est, window)
+	}
+	if got := tc.unscaled(tc.scaled(est)); got < est-1 || got > est+1 {
+		t.Errorf("unscaled(scaled(%d)) = %d", est, got)
 	}
 }
 

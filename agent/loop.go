@@ -543,7 +543,7 @@ func (a *Agent) stream(ctx context.Context, req llm.Request, res *Result) (llm.R
 	} else {
 		// The prompt covered the history as it is now; the reply, once
 		// recorded, is estimated from its length like anything newer.
-		a.tokens.anchor(len(a.history), u.PromptTokens)
+		a.tokens.anchor(len(a.history), u.PromptTokens, estimateMessages(req.Messages)+a.extraTokens())
 	}
 	a.countUsage(res, u, measureSpeed(u, resp.Timings, sent, first.Load(), done))
 	return resp, nil
