@@ -26,11 +26,14 @@ type UnsafeOptions struct {
 	// NoHold lets a new task's sandbox run tool calls while its worktree's
 	// files are still being written.
 	NoHold bool
+	// AddSpecial stages FIFOs, sockets and devices in a worktree like
+	// files, as before they were left out of commits.
+	AddSpecial bool
 }
 
 // Any reports whether any defence is off.
 func (u UnsafeOptions) Any() bool {
-	return u.NoFreeze || u.FollowSymlinks || u.NoFreezeLock || u.NoHold
+	return u.NoFreeze || u.FollowSymlinks || u.NoFreezeLock || u.NoHold || u.AddSpecial
 }
 
 // whileFrozen runs step, a host step that reads or writes the worktree

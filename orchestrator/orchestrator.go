@@ -193,6 +193,7 @@ func (o *Orchestrator) openRepo(ctx context.Context, t *store.Task) (*worktree.R
 	if filepath.Clean(r.CommonDir) != filepath.Clean(t.RepoGitDir) {
 		return nil, fmt.Errorf("task %s: %s is now a different repository (git dir %s, recorded %s)", t.ID, t.Repo, r.CommonDir, t.RepoGitDir)
 	}
+	r.UnsafeAddSpecial = o.opts.Unsafe.AddSpecial
 	return r, nil
 }
 

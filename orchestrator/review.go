@@ -54,6 +54,9 @@ type Review struct {
 	// the commit (IgnoredCount of them in all); they go with the worktree.
 	Ignored      []string `json:"ignored,omitempty"`
 	IgnoredCount int      `json:"ignored_count,omitempty"`
+	// Special names the FIFOs, sockets and devices in the worktree in
+	// place of files: git cannot record them, so no commit holds them.
+	Special []string `json:"special,omitempty"`
 	// GPUs the sandbox had ("" none).
 	GPUs string `json:"gpus,omitempty"`
 	// Image is the sandbox's image; ImageBase the image its environment
@@ -193,11 +196,21 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 	}
 	if wt := o.checkedOutWorktree(repo, t); wt != nil {
 		err := o.onWorktree(ctx, wt.Path, func() (err error) {
-			rv.Uncommitted, err = repo.Changes(ctx, wt)
-			return err
+			if rv.Uncommitted, err = repo.Changes(ctx, wt); err != nil {
+				return err
+			}
+			rv.Special = worktree.SpecialAmong(wt.Path, rv.Uncommitted)
+			return nil
 		})
 		if err != nil {
 			return nil, err
+		}
+		if len(rv.Special) > 0 {
+			quoted := make([]string, len(rv.Special))
+			for i, n := range rv.Special {
+				quoted[i] = quoteUnsafe(n)
+			}
+			rv.Warnings = append(rv.Warnings, fmt.Sprintf("the agent left %d special file(s) (FIFO, socket or device) in place of files; git cannot record them, so they were left out of the commit and stay in the worktree %s: %s", len(rv.Special), wt.Path, strings.Join(quoted, ", ")))
 		}
 		for _, c := range rv.Uncommitted {
 			if strings.HasSuffix(c, "/") {

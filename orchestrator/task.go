@@ -114,6 +114,7 @@ func (o *Orchestrator) NewTask(ctx context.Context, opts TaskOptions) (_ *Run, e
 	if err != nil {
 		return nil, err
 	}
+	repo.UnsafeAddSpecial = o.opts.Unsafe.AddSpecial
 	if o.insideStateDir(repo.Root) {
 		return nil, fmt.Errorf("%s is inside the agent's state directory (a task worktree): run tasks from your own checkout", repo.Root)
 	}

@@ -91,3 +91,51 @@ func TestTaskBaseIsTheUsers(t *testing.T) {
 	}
 	untagOnCleanup(t, c, newestTask(t, e.StateDir).Image)
 }
+
+// TestTaskSpecialFilesDoNotBlockCommit: a task that replaces a tracked
+// file with a FIFO (and leaves a socket-like FIFO of its own) still gets
+// its other work committed on its branch; the FIFO is left out and the
+// review names it. Control: staging special files like any file (as
+// before), git refuses the whole commit and the work never reaches the
+// branch.
+func TestTaskSpecialFilesDoNotBlockCommit(t *testing.T) {
+	c := RequireEngine(t)
+	script := writeScript(t, `turns:
+  - tool_calls:
+      - {name: bash, arguments: {command: "rm -f pipe.txt && mkfifo pipe.txt && echo kept > work.txt"}}
+  - text: done
+`)
+	run := func(unsafe string) (string, string, *AgentEnv, string) {
+		e := NewAgentEnv(t, c)
+		if unsafe != "" {
+			e.Env = append(e.Env, "AGENT_TEST_UNSAFE="+unsafe)
+		}
+		repo := writeRepo(t, map[string]string{"README": "x\n", "pipe.txt": "a plain file\n"})
+		code, stdout, stderr := e.Run(repo, "task", "--llm", "script:"+script, "--approve", "keep", e.LabelFlag(), "make a pipe")
+		if code != 0 {
+			t.Logf("agent task (unsafe=%q) exited %d", unsafe, code)
+		}
+		return stdout + stderr, repo, e, newestTask(t, e.StateDir).Branch
+	}
+
+	out, repo, _, branch := run("")
+	if got, err := GitErr(repo, "show", branch+":work.txt"); err != nil || got != "kept" {
+		t.Fatalf("work.txt on %s = %q, %v; the FIFO kept the work off the branch:\n%s", branch, got, err, out)
+	}
+	if got, err := GitErr(repo, "show", branch+":pipe.txt"); err != nil || got != "a plain file" {
+		t.Errorf("pipe.txt on %s = %q, %v; want the file as it was", branch, got, err)
+	}
+	if !strings.Contains(out, "special file") || !strings.Contains(out, "pipe.txt") {
+		t.Errorf("the review does not name the FIFO:\n%s", out)
+	}
+
+	// Control: with special files staged like any other, nothing of the
+	// task's work reaches its branch.
+	out, repo, _, branch = run("add-special")
+	if got, err := GitErr(repo, "show", branch+":work.txt"); err == nil {
+		t.Fatalf("control: work.txt reached %s (%q) with special files staged: the attack did not work\n%s", branch, got, out)
+	}
+	if !strings.Contains(out, "can only add regular files") {
+		t.Errorf("control: no git refusal in the output:\n%s", out)
+	}
+}

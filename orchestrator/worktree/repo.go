@@ -30,6 +30,10 @@ type Repo struct {
 	GitDir string
 	// CommonDir is the repository's shared directory (objects, refs).
 	CommonDir string
+	// UnsafeAddSpecial stages FIFOs, sockets and devices like any file
+	// (git then refuses the whole commit). Only security tests' control
+	// runs set it.
+	UnsafeAddSpecial bool
 
 	g git
 }

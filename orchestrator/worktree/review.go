@@ -130,8 +130,17 @@ func (r *Repo) Diff(ctx context.Context, from, to string, w io.Writer) error {
 // DiffWorktree writes the patch between a commit and the worktree's files
 // (tracked files only; uncommitted work of a running or interrupted task).
 func (r *Repo) DiffWorktree(ctx context.Context, w *Worktree, from string, out io.Writer) error {
-	_, err := r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, stdout: out,
-		args: append(r.noFilters(ctx, w.GitDir), "diff", "--no-ext-diff", "--no-textconv", "--no-color", "--stat", "--patch", from, "--")})
+	// git cannot hash a FIFO, socket or device and stops: those are left
+	// out, as they are of every commit.
+	changes, err := r.Changes(ctx, w)
+	if err != nil {
+		return err
+	}
+	args := append(r.noFilters(ctx, w.GitDir), "diff", "--no-ext-diff", "--no-textconv", "--no-color", "--stat", "--patch", from, "--", ".")
+	for _, n := range r.specialFiles(w.Path, changes) {
+		args = append(args, ":(exclude,literal)"+n)
+	}
+	_, err = r.g.run(ctx, invocation{gitDir: w.GitDir, workTree: w.Path, stdout: out, args: args, env: []string{"GIT_LITERAL_PATHSPECS=0"}})
 	if err != nil {
 		return fmt.Errorf("git diff: %w", err)
 	}

@@ -13,7 +13,7 @@ import (
 // start from such a snapshot of their parent's work.
 func (r *Repo) SnapshotFiles(ctx context.Context, w *Worktree, message string) (string, error) {
 	ctx = noCancel(ctx)
-	nested, err := r.NestedRepos(ctx, w)
+	changes, err := r.Changes(ctx, w)
 	if err != nil {
 		return "", err
 	}
@@ -22,7 +22,7 @@ func (r *Repo) SnapshotFiles(ctx context.Context, w *Worktree, message string) (
 		return "", err
 	}
 	add := append(r.noFilters(ctx, w.GitDir), "add", "-A", "--", ".")
-	for _, n := range nested {
+	for _, n := range append(nestedIn(changes), r.specialFiles(w.Path, changes)...) {
 		add = append(add, ":(exclude,literal)"+n)
 	}
 	c, err := r.snapshot(ctx, w.GitDir, w.Path, head, add, []string{"GIT_LITERAL_PATHSPECS=0"}, message)

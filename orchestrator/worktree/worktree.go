@@ -175,16 +175,17 @@ func (r *Repo) Changes(ctx context.Context, w *Worktree) ([]string, error) {
 // init` or `cargo new` in the workspace) are left out: git would record
 // them as a bare gitlink without their files, or refuse outright when they
 // have no commit. They stay in the worktree, listed by NestedRepos and by
-// Changes, so a worktree holding one is never removed as clean. Paths in
-// exclude (relative to the worktree) are left out the same way.
+// Changes, so a worktree holding one is never removed as clean. FIFOs,
+// sockets and devices (which git cannot record) and the paths in exclude
+// (relative to the worktree) are left out the same way.
 func (r *Repo) CommitAll(ctx context.Context, w *Worktree, message string, exclude ...string) (string, error) {
 	ctx = noCancel(ctx)
-	nested, err := r.NestedRepos(ctx, w)
+	changes, err := r.Changes(ctx, w)
 	if err != nil {
 		return "", err
 	}
 	args := append(r.noFilters(ctx, w.GitDir), "add", "-A", "--", ".")
-	for _, n := range append(nested, exclude...) {
+	for _, n := range append(append(nestedIn(changes), r.specialFiles(w.Path, changes)...), exclude...) {
 		args = append(args, ":(exclude,literal)"+n)
 	}
 	// Pathspec magic is off for every other run (GIT_LITERAL_PATHSPECS);
@@ -245,13 +246,18 @@ func (r *Repo) NestedRepos(ctx context.Context, w *Worktree) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return nestedIn(changes), nil
+}
+
+// nestedIn picks the nested repositories out of git status paths.
+func nestedIn(changes []string) []string {
 	var nested []string
 	for _, c := range changes {
 		if strings.HasSuffix(c, "/") {
 			nested = append(nested, c)
 		}
 	}
-	return nested, nil
+	return nested
 }
 
 // Remove deletes the worktree directory and its admin directory. The

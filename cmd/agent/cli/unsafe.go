@@ -25,6 +25,8 @@ func unsafeFromEnv(f *Factory) orchestrator.UnsafeOptions {
 			u.FollowSymlinks = true
 		case "no-freeze-lock":
 			u.NoFreezeLock = true
+		case "add-special":
+			u.AddSpecial = true
 		}
 	}
 	if u.Any() && f.IO != nil {
