@@ -6,7 +6,7 @@ LDFLAGS   := -s -w -X github.com/localagent/agent/cmd/agent/cli.Version=$(VERSIO
 GOTEST    ?= $(GO) test
 TESTFLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: all deps build images test test-short test-env test-soak test-podman test-runsc bench lint kube-check demo demo-python clean
+.PHONY: all deps build images test test-short test-env test-soak test-kill test-podman test-runsc bench lint kube-check demo demo-python clean
 
 all: build
 
@@ -39,6 +39,16 @@ test-env: images
 # leave nothing behind and not grow (about two minutes).
 test-soak: images
 	AGENT_SOAK=1 $(GOTEST) $(TESTFLAGS) -run 'TestSoak' -v ./tests/
+
+# The random-kill campaign: KILLS times, a task, a merge (also over a
+# staged change of yours) or a discard is killed with SIGKILL at a random
+# moment, then only the README's recovery table is followed; every run must
+# converge with nothing lost or left (about half a minute a run). The seed
+# is logged; KILLS_SEED=N repeats a campaign.
+KILLS      ?= 20
+KILLS_SEED ?=
+test-kill: images
+	AGENT_TEST_KILLS=$(KILLS) AGENT_TEST_KILLS_SEED=$(KILLS_SEED) $(GOTEST) $(TESTFLAGS) -run 'TestRandomKills' -v ./tests/
 
 # The sandbox suite (hardening, inspect, freeze, sessions, egress, resource
 # faults) against rootless Podman as an unprivileged user, through its
