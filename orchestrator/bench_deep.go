@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/localagent/agent/orchestrator/store"
@@ -263,4 +264,101 @@ func lastLines(b []byte, n int) []byte {
 		}
 	}
 	return b
+}
+
+// GitCountReport counts the host git processes of one small task (a
+// three-file repository, three tool calls, discarded), run as its own
+// process with a git on PATH that logs each run before running the real
+// one.
+type GitCountReport struct {
+	Total int `json:"total"`
+	// BySubcommand counts the runs per git sub-command.
+	BySubcommand map[string]int `json:"by_subcommand"`
+	Target       int            `json:"target"`
+	Met          bool           `json:"met"`
+}
+
+// TargetGitProcesses is the most host git processes a small task should
+// need.
+const TargetGitProcesses = 20
+
+// BenchGitCount runs one small task through opts.TaskCommand (as BenchDeep
+// does) and counts its git processes.
+func BenchGitCount(ctx context.Context, opts DeepBenchOptions) (GitCountReport, error) {
+	rep := GitCountReport{BySubcommand: map[string]int{}, Target: TargetGitProcesses}
+	if len(opts.TaskCommand) == 0 {
+		return rep, errors.New("the git process count needs the agent command to run a task with")
+	}
+	realGit, err := exec.LookPath("git")
+	if err != nil {
+		return rep, err
+	}
+	tmp, err := os.MkdirTemp("", "agent-bench-git-")
+	if err != nil {
+		return rep, err
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+	repo := filepath.Join(tmp, "repo")
+	if err := generateRepo(ctx, repo, 3); err != nil {
+		return rep, err
+	}
+	bin := filepath.Join(tmp, "bin")
+	logFile := filepath.Join(tmp, "git.log")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		return rep, err
+	}
+	// One line per run: the arguments, NUL-free, space-separated.
+	wrapper := fmt.Sprintf("#!/bin/sh\nprintf '%%s ' \"$@\" >> %q\necho >> %q\nexec %q \"$@\"\n", logFile, logFile, realGit)
+	if err := os.WriteFile(filepath.Join(bin, "git"), []byte(wrapper), 0o755); err != nil {
+		return rep, err
+	}
+	script := filepath.Join(tmp, "model.yaml")
+	model := "model: bench\nturns:\n" +
+		"  - tool_calls:\n      - {name: read_file, arguments: {path: d0000/f000000.txt}}\n" +
+		"  - tool_calls:\n      - {name: list_dir, arguments: {path: d0000}}\n" +
+		"  - tool_calls:\n      - {name: write_file, arguments: {path: d0000/new.txt, content: \"new\\n\"}}\n" +
+		"  - text: \"Done.\"\n"
+	if err := os.WriteFile(script, []byte(model), 0o644); err != nil {
+		return rep, err
+	}
+	env := append(os.Environ(), "AGENT_STATE_DIR="+filepath.Join(tmp, "state"), "AGENT_SANDBOX_POOL=0",
+		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	if opts.Image != "" {
+		env = append(env, "AGENT_SANDBOX_IMAGE="+opts.Image)
+	}
+	args := append(slices.Clone(opts.TaskCommand[1:]), "task", "--repo", repo, "--llm", ScriptPrefix+script, "--approve", "discard", "benchmark")
+	cmd := exec.CommandContext(ctx, opts.TaskCommand[0], args...)
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return rep, fmt.Errorf("agent task: %v: %s", err, lastLines(out, 20))
+	}
+	data, err := os.ReadFile(logFile)
+	if err != nil {
+		return rep, fmt.Errorf("no git run was logged: %w", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if line == "" {
+			continue
+		}
+		rep.Total++
+		rep.BySubcommand[gitSubcommand(strings.Fields(line))]++
+	}
+	rep.Met = rep.Total <= TargetGitProcesses
+	return rep, nil
+}
+
+// gitSubcommand is the first argument of a git command line that is not
+// a global option (nor the value of -c or -C).
+func gitSubcommand(args []string) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-c" || a == "-C":
+			i++
+		case strings.HasPrefix(a, "-"):
+		default:
+			return a
+		}
+	}
+	return "?"
 }

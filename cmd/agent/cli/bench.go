@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -30,6 +32,9 @@ type BenchOptions struct {
 	// DeepCommits is the length of the generated deep history on which
 	// tasks run as separate processes (0: skipped).
 	DeepCommits int
+	// GitCount runs one small task as its own process and counts its
+	// host git processes.
+	GitCount bool
 	// Concurrent sandboxes at once, over Rounds rounds (0: skipped).
 	Concurrent, Rounds int
 	// Isolations are measured one after the other in the same run (none:
@@ -45,6 +50,7 @@ type benchReport struct {
 	sandbox.BenchReport
 	TaskStart  *orchestrator.StartBenchReport `json:"task_start,omitempty"`
 	Deep       *orchestrator.DeepReport       `json:"deep_history,omitempty"`
+	GitCount   *orchestrator.GitCountReport   `json:"git_processes,omitempty"`
 	Concurrent *sandbox.ConcurrentReport      `json:"concurrent,omitempty"`
 	// ByIsolation holds one report per --isolation when more than one was
 	// measured (the first is also the top level); Compared sets the
@@ -116,10 +122,13 @@ each run as its own 'agent task' process as a user runs them: task start to
 first tool call of each against 'git worktree add' + 'docker run' of the
 same repository.
 
+One small task (three files, three tool calls) run as its own process with a
+git on PATH that logs every run: its host git processes, by sub-command.
+
 Targets: read_file median <= 1/20 of docker exec; ready median <= 1.3x
 docker run; warm pool claim median <= 0.2x docker run and <= 50 ms;
 concurrent ready p95 <= 1.0x with no failure; task start on a big
-repository <= 0.25x and <= 1.5 s; every task on the deep history <= 1.0x.
+repository <= 0.25x and <= 1.5 s; every task on the deep history <= 1.0x; a small task <= 20 git processes.
 
 With --isolation runc,runsc the sandbox and tool-call figures are measured
 under each isolation in turn, on the same engine in the same run, and the
@@ -146,6 +155,7 @@ start benchmarks use the first.`,
 	cmd.Flags().StringVar(&opts.Image, "image", sandbox.BenchImage, "`IMAGE` to benchmark with")
 	cmd.Flags().IntSliceVar(&opts.StartFiles, "start-files", []int{10_000, 100_000}, "sizes of the generated repositories timed from task start to first tool call (0: skip)")
 	cmd.Flags().IntVar(&opts.DeepCommits, "deep-commits", 30_000, "`N` commits of the generated deep-history repository, three tasks on it as separate processes (0: skip)")
+	cmd.Flags().BoolVar(&opts.GitCount, "git-count", true, "count the host git processes of one small task")
 	cmd.Flags().IntVar(&opts.Concurrent, "concurrent", 16, "`N` sandboxes created at once in the concurrency benchmark (0: skip)")
 	cmd.Flags().IntVar(&opts.Rounds, "rounds", 5, "`N` rounds of the concurrency benchmark")
 	cmd.Flags().StringSliceVar(&opts.Isolations, "isolation", nil, "`runc|runsc[,...]`: isolations measured in turn and compared (default: sandbox.isolation)")
@@ -223,11 +233,18 @@ func benchRun(ctx context.Context, opts *BenchOptions) error {
 		}
 		full.TaskStart = &s
 	}
-	if opts.DeepCommits > 0 {
-		self, err := os.Executable()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if opts.GitCount {
+		g, err := orchestrator.BenchGitCount(ctx, orchestrator.DeepBenchOptions{TaskCommand: []string{self}, Image: opts.Image})
 		if err != nil {
 			return err
 		}
+		full.GitCount = &g
+	}
+	if opts.DeepCommits > 0 {
 		cache, err := os.UserCacheDir()
 		if err != nil {
 			return err
@@ -289,6 +306,18 @@ func writeStartBench(w io.Writer, r benchReport) error {
 			fmt.Fprintf(w, "  task %d: %7.0f ms (%.3fx; whole process %.0f ms)\n", i+1, ms, d.VsBaseline[i], d.ProcessMS[i])
 		}
 		fmt.Fprintf(w, "  every task <= %.2fx: %s\n", d.Target, verdict(d.Met))
+	}
+	if g := r.GitCount; g != nil {
+		subs := make([]string, 0, len(g.BySubcommand))
+		for k := range g.BySubcommand {
+			subs = append(subs, k)
+		}
+		sort.Slice(subs, func(i, j int) bool { return g.BySubcommand[subs[i]] > g.BySubcommand[subs[j]] })
+		var parts []string
+		for _, k := range subs {
+			parts = append(parts, fmt.Sprintf("%s %d", termtext.Line(k), g.BySubcommand[k]))
+		}
+		fmt.Fprintf(w, "\nsmall task (3 files, 3 tool calls): %d host git processes (target <= %d: %s): %s\n", g.Total, g.Target, verdict(g.Met), strings.Join(parts, ", "))
 	}
 	return nil
 }

@@ -27,6 +27,7 @@ func TestBenchJSON(t *testing.T) {
 		TaskStart  *orchestrator.StartBenchReport `json:"task_start"`
 		Concurrent *sandbox.ConcurrentReport      `json:"concurrent"`
 		Deep       *orchestrator.DeepReport       `json:"deep_history"`
+		GitCount   *orchestrator.GitCountReport   `json:"git_processes"`
 	}
 	if err := json.Unmarshal([]byte(r.out), &full); err != nil {
 		t.Fatalf("bench --json printed %q: %v", r.out, err)
@@ -43,6 +44,11 @@ func TestBenchJSON(t *testing.T) {
 	if d := full.Deep; d == nil || d.Commits != 40 || len(d.TasksMS) != 3 || len(d.VsBaseline) != 3 || d.Baseline.N != 3 || d.GenerateMS <= 0 ||
 		slices.Min(d.TasksMS) <= 0 || slices.Min(d.ProcessMS) <= 0 {
 		t.Errorf("deep history: %+v", d)
+	}
+	// The count is what the wrapper saw, so it cannot be zero for a task
+	// that made a worktree.
+	if g := full.GitCount; g == nil || g.Total == 0 || g.BySubcommand["worktree"] == 0 || g.Target != 20 {
+		t.Errorf("git processes: %+v", g)
 	}
 	for name, s := range map[string]sandbox.Stats{"ready": rep.Ready, "docker run": rep.DockerRun, "read_file": rep.ReadFile, "bash": rep.BashTrue, "docker exec": rep.DockerExec} {
 		if s.N == 0 || s.MedianMS <= 0 || s.P95MS < s.MedianMS {
