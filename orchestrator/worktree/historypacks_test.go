@@ -3,6 +3,7 @@ package worktree
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -206,5 +207,43 @@ func TestExportHistorySharedConverges(t *testing.T) {
 	}
 	if c := readChain(store); len(c) != 1 {
 		t.Errorf("chain after repair = %v, want one layer", c)
+	}
+}
+
+// TestCheckBranchNameRemembers: a name git accepted is not asked about
+// again; a rejected one is, every time (and still rejected).
+func TestCheckBranchNameRemembers(t *testing.T) {
+	ctx := context.Background()
+	r := openRepo(t, newRepo(t))
+	gitPath, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(t.TempDir(), "runs")
+	wrapper := filepath.Join(t.TempDir(), "git")
+	write(t, wrapper, "#!/bin/sh\necho run >> "+log+"\nexec "+gitPath+" \"$@\"\n")
+	if err := os.Chmod(wrapper, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r.g.bin = wrapper
+	runs := func() int {
+		b, _ := os.ReadFile(log)
+		return strings.Count(string(b), "run\n")
+	}
+	for range 3 {
+		if err := r.CheckBranchName(ctx, "agent/remember-me"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := runs(); n != 1 {
+		t.Errorf("a valid name took %d git runs for three checks, want 1", n)
+	}
+	for range 2 {
+		if err := r.CheckBranchName(ctx, "agent/bad..name-again"); err == nil {
+			t.Error("invalid branch name accepted")
+		}
+	}
+	if n := runs(); n != 3 {
+		t.Errorf("%d git runs after two checks of an invalid name, want 3", n)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // Errors a caller can tell apart; each message says how to fix it.
@@ -148,16 +150,34 @@ func (r *Repo) BranchTip(ctx context.Context, branch string) (string, error) {
 	return out, nil
 }
 
-// CheckBranchName validates a branch name with git's own rules.
+// CheckBranchName validates a branch name with git's own rules. A name
+// once found valid is remembered: check-ref-format judges the string
+// alone (no repository state), and one task asks about its branch a dozen
+// times.
 func (r *Repo) CheckBranchName(ctx context.Context, branch string) error {
 	if branch == "" || strings.HasPrefix(branch, "-") {
 		return fmt.Errorf("invalid branch name %q", branch)
 	}
+	if _, ok := validBranches.Load(branch); ok {
+		return nil
+	}
 	if _, err := r.g.out(ctx, r.CommonDir, "", "check-ref-format", "refs/heads/"+branch); err != nil {
 		return fmt.Errorf("invalid branch name %q", branch)
 	}
+	if validBranchCount.Add(1) <= maxValidBranches {
+		validBranches.Store(branch, true)
+	}
 	return nil
 }
+
+// validBranches holds up to maxValidBranches names check-ref-format
+// accepted in this process.
+var (
+	validBranches    sync.Map
+	validBranchCount atomic.Int64
+)
+
+const maxValidBranches = 1024
 
 // Dirty lists the paths with uncommitted changes (staged, unstaged or
 // untracked, not ignored) in the user's checkout.
