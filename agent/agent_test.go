@@ -197,6 +197,35 @@ func TestSmallWindowDropsOptionalTools(t *testing.T) {
 	}
 }
 
+// ask_user is kept in a small window when there is a user to ask (a
+// terminal); without one it goes with the other optional tools (control).
+func TestSmallWindowKeepsAskUserWithAUser(t *testing.T) {
+	for _, tt := range []struct {
+		user bool
+		want bool
+	}{{true, true}, {false, false}} {
+		a := newTestAgent(t, &fakeClient{}, newMemWorkspace(nil), func(o *Options) {
+			o.ContextTokens = 8192
+			if tt.user {
+				o.User = noAnswerUser{}
+			}
+		})
+		names := strings.Join(a.runner.names(), ",")
+		if strings.Contains(names, "git_diff") || strings.Contains(names, ToolAskUser) != tt.want {
+			t.Errorf("user %v: tools %s", tt.user, names)
+		}
+	}
+}
+
+type noAnswerUser struct{}
+
+func (noAnswerUser) ReviewPlan(context.Context, string) (PlanReview, error) {
+	return PlanReview{}, ErrUserCancelled
+}
+func (noAnswerUser) Ask(context.Context, string, []string) (string, error) {
+	return "", ErrUserCancelled
+}
+
 func TestAgentTypeAllowsServer(t *testing.T) {
 	code := BuiltinAgentTypes()["code"]
 	explore := BuiltinAgentTypes()["explore"]

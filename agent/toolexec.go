@@ -75,7 +75,9 @@ func (r *toolRunner) offered(name string) bool {
 	if !allowed(r.allow, name) {
 		return false
 	}
-	if r.coreOnly && optionalTools[name] && !(r.planMode && name == ToolPresentPlan) {
+	// ask_user stays when someone can answer: a small window is no
+	// reason to stop asking a person who is there.
+	if r.coreOnly && optionalTools[name] && !(r.planMode && name == ToolPresentPlan) && !(r.user != nil && name == ToolAskUser) {
 		return false
 	}
 	switch name {

@@ -435,6 +435,18 @@ func chatLines(ctx context.Context, opts *ChatOptions) error {
 	defer s.close(ctx)
 	sc := bufio.NewScanner(opts.IO.In)
 	sc.Buffer(make([]byte, 64<<10), maxPromptBytes)
+	// ask_user reads the next line while a turn runs: the loop below is
+	// waiting in s.turn then, so the scanner has one reader at a time.
+	s.o.SetUser(&chatUser{ask: func(ctx context.Context, prompt string) (string, bool) {
+		print(prompt)
+		for sc.Scan() {
+			if line := strings.TrimSpace(sc.Text()); line != "" {
+				return line, true
+			}
+		}
+		print("(no answer: end of input)")
+		return "", false
+	}})
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" {

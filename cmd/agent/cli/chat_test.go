@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -172,5 +173,52 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// ask_user in line mode: the question and its numbered options are
+// printed, and the next line is the answer ("2" picks the second option,
+// which the scripted model expects). Control: the same chat with the input
+// ending before an answer gives the model no answer, so its expectation
+// fails and nothing is written.
+func TestChatAskUserLineMode(t *testing.T) {
+	script := `model: ask
+n_ctx: 4096
+turns:
+  - expect: {last_role: user, last_contains: "Greet someone"}
+    tool_calls:
+      - {name: ask_user, arguments: {question: "Whom should I greet?", options: ["Ada Lovelace", "Grace Hopper"]}}
+  - expect: {last_role: tool, tool_result_contains: "The user answered: Grace Hopper"}
+    tool_calls:
+      - {name: write_file, arguments: {path: greeting.txt, content: "Hello, Grace Hopper\n"}}
+  - text: "Greeted Grace Hopper."
+`
+	for _, tc := range []struct {
+		name, input string
+		wrote       bool
+	}{{"answered", "Greet someone\n2\n/keep\n", true}, {"end of input (control)", "Greet someone\n", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			label, stateDir := taskEnv(t)
+			repo, _ := demoRepo(t)
+			ios, in, out, errOut := TestStreams()
+			in.WriteString(tc.input)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			err := chatRun(ctx, &ChatOptions{IO: ios, Factory: NewFactory(ios), Repo: repo,
+				Labels: []string{sandbox.LabelTest + "=" + label}, Run: RunFlags{LLM: "script:" + writeScript(t, script), LLMSet: true}})
+			if err != nil {
+				t.Fatalf("chat: %v\n%s\n%s", err, out.String(), errOut.String())
+			}
+			got := errOut.String()
+			if !strings.Contains(got, "the agent asks: Whom should I greet?") || !strings.Contains(got, "2) Grace Hopper") {
+				t.Errorf("the question was not shown:\n%s", got)
+			}
+			tk := onlyTask(t, stateDir)
+			show := exec.Command("git", "show", tk.Branch+":greeting.txt")
+			show.Dir = repo
+			if wrote := show.Run() == nil; wrote != tc.wrote {
+				t.Errorf("greeting.txt on the branch: %v, want %v\n%s", wrote, tc.wrote, got)
+			}
+		})
 	}
 }

@@ -27,7 +27,20 @@ type (
 		quit bool
 	}
 	chatTickMsg struct{}
+	// chatAskMsg: the agent asks the user (ask_user); the next line typed
+	// is sent on reply.
+	chatAskMsg struct {
+		prompt string
+		reply  chan chatAnswer
+	}
 )
+
+// chatAnswer is the user's answer to ask_user; ok is false when they
+// declined (Ctrl-C).
+type chatAnswer struct {
+	text string
+	ok   bool
+}
 
 // chatBlock is one piece of the transcript on screen.
 type chatBlock struct {
@@ -60,6 +73,8 @@ type chatModel struct {
 	speed        speedTotals
 	running      string
 	quitting     bool
+	// asking is where the answer to an open ask_user question goes.
+	asking chan chatAnswer
 }
 
 var (
@@ -178,6 +193,11 @@ func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case chatPrintMsg:
 		m.add("info", msg.text)
 		return m, nil
+	case chatAskMsg:
+		m.add("ask", msg.prompt)
+		m.asking = msg.reply
+		m.input.Placeholder = "your answer (ctrl+c: let the agent decide)"
+		return m, nil
 	case chatTickMsg:
 		if m.busy {
 			return m, chatTick()
@@ -185,6 +205,9 @@ func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case chatTurnMsg:
 		m.busy, m.running = false, ""
+		if m.asking != nil {
+			m.answer(chatAnswer{})
+		}
 		if m.cancel != nil {
 			m.cancel()
 			m.cancel = nil
@@ -209,6 +232,11 @@ func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.KeyMsg:
 		switch msg.String() {
 		case "ctrl+c":
+			if m.asking != nil {
+				m.answer(chatAnswer{})
+				m.add("info", "not answered: the agent decides itself")
+				return m, nil
+			}
 			if m.busy && m.cancel != nil {
 				m.cancel()
 				m.add("info", "stopping the generation…")
@@ -237,6 +265,12 @@ func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			if line == "" {
 				return m, nil
 			}
+			if m.asking != nil {
+				m.input.SetValue("")
+				m.add("user", line)
+				m.answer(chatAnswer{text: line, ok: true})
+				return m, nil
+			}
 			if m.busy {
 				m.add("info", "a turn is running: wait for it, or ctrl+c to stop it")
 				return m, nil
@@ -257,6 +291,13 @@ func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	var cmd tea.Cmd
 	m.input, cmd = m.input.Update(msg)
 	return m, cmd
+}
+
+// answer sends the answer to the open question.
+func (m *chatModel) answer(a chatAnswer) {
+	m.asking <- a // buffered: the asker may have gone (its turn stopped)
+	m.asking = nil
+	m.input.Placeholder = "message, or /help"
 }
 
 // send starts a turn with msg.
@@ -330,6 +371,8 @@ func (m *chatModel) View() string {
 			}
 		case "error":
 			text = styleError.Render(wrap.Render(b.text))
+		case "ask":
+			text = styleUser.Render(wrap.Render(b.text))
 		case "info":
 			text = styleDim.Render(wrap.Render(b.text))
 		default:
@@ -368,6 +411,16 @@ func chatTUI(ctx context.Context, opts *ChatOptions) error {
 		return err
 	}
 	m := newChatModel(ctx, s, opts.Run.ShowThinking)
+	s.o.SetUser(&chatUser{ask: func(ctx context.Context, prompt string) (string, bool) {
+		reply := make(chan chatAnswer, 1)
+		send(chatAskMsg{prompt: prompt, reply: reply})
+		select {
+		case a := <-reply:
+			return a.text, a.ok
+		case <-ctx.Done():
+			return "", false
+		}
+	}})
 	prog := tea.NewProgram(m, tea.WithInput(opts.IO.In), tea.WithOutput(opts.IO.ErrOut), tea.WithAltScreen(), tea.WithContext(ctx))
 	mu.Lock()
 	p = prog
