@@ -189,6 +189,9 @@ func (a *Agent) run(ctx context.Context, prompt string, res *Result) error {
 			if res.Text == "" {
 				res.Text = "(the model finished without a final answer)"
 			}
+			if n := a.repliesWithoutTools(); n > 0 {
+				a.emit(event.Event{Kind: event.Notice, Text: a.noToolDiagnosis(n)})
+			}
 			return nil
 		}
 
@@ -356,7 +359,7 @@ func (a *Agent) reply(ctx context.Context, res *Result) (msg llm.Message, cut bo
 		if err != nil {
 			switch {
 			case errors.Is(err, llm.ErrToolsUnsupported) && a.canDowngrade():
-				a.downgrade("the server rejected native tool calls")
+				a.downgrade("the server cannot take native tool calls (" + cutUTF8(err.Error(), 200) + ")")
 				continue
 			case errors.Is(err, llm.ErrContextExceeded) && attempt == 0:
 				// Our estimate was too low for this model's tokenizer: cut
@@ -625,4 +628,32 @@ func renderTextCalls(calls []llm.ToolCall) string {
 		b.WriteString("\n</tool_call>\n")
 	}
 	return strings.TrimSpace(b.String())
+}
+
+// repliesWithoutTools is the number of the model's replies in the
+// conversation when none of them called a tool, else 0.
+func (a *Agent) repliesWithoutTools() int {
+	n := 0
+	for _, m := range a.history {
+		if m.Role != llm.RoleAssistant {
+			continue
+		}
+		if len(m.ToolCalls) > 0 {
+			return 0
+		}
+		n++
+	}
+	return n
+}
+
+// noToolDiagnosis says what a conversation without a single tool call
+// suggests and what to try: a model that ends at once having read nothing
+// is rarely right, and one that emits garbage ends the same way.
+func (a *Agent) noToolDiagnosis(n int) string {
+	try := "start llama-server with --jinja (agent llm up does), use a model trained for tool calls, or set agent.tool_mode: text"
+	if a.mode == ToolModeText {
+		try = "use a model trained for tool calls (its reply should hold <tool_call> blocks), or a larger quantisation of this one"
+	}
+	return fmt.Sprintf("the model made no tool call in %d repl%s and ended: if it was meant to act, is its chat template tool-aware? Try: %s",
+		n, map[bool]string{true: "y", false: "ies"}[n == 1], try)
 }

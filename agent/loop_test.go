@@ -536,3 +536,43 @@ func TestResumeRestoresTodoList(t *testing.T) {
 		t.Fatalf("todo note after resume = %q", got)
 	}
 }
+
+// A model that ends without a single tool call (as one whose chat template
+// is not tool-aware, or one that emits garbage, does) gets a diagnosis
+// line saying so and what to try. Control: a conversation with a tool call
+// ends without it.
+func TestNoToolCallDiagnosis(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		replies []replyFn
+		want    string
+	}{
+		{"garbage", []replyFn{text("ĠĠ<0x0A> the the the"), text("ĠĠ the")}, "no tool call in 1 reply"},
+		{"an action never called", []replyFn{text("I'll run the tests now..."), text("Let me look at the file:")}, "no tool call in 2 replies"},
+		{"control: a tool call", []replyFn{calls("read_file", `{"path":"a.txt"}`), text("It says hi.")}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &event.Recorder{}
+			c := &fakeClient{replies: tt.replies}
+			a := newTestAgent(t, c, newMemWorkspace(map[string]string{"a.txt": "hi"}), func(o *Options) { o.ToolMode = ToolModeNative; o.Sink = rec })
+			if _, err := a.Run(t.Context(), "fix the tests"); err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			for _, e := range rec.Events() {
+				if e.Kind == event.Notice && strings.Contains(e.Text, "no tool call") {
+					got = e.Text
+				}
+			}
+			if tt.want == "" {
+				if got != "" {
+					t.Errorf("a diagnosis after a tool call: %q", got)
+				}
+				return
+			}
+			if !strings.Contains(got, tt.want) || !strings.Contains(got, "tool-aware") || !strings.Contains(got, "--jinja") {
+				t.Errorf("diagnosis %q, want %q and what to try", got, tt.want)
+			}
+		})
+	}
+}

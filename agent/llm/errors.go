@@ -129,10 +129,32 @@ func classifyStatus(status int, typ, msg string, withTools bool) ErrorKind {
 		return KindContextExceeded
 	case status == 502 || status == 503 || status == 504 || status == 429:
 		return KindUnavailable
-	case withTools && status >= 400 && strings.Contains(lm, "tool"):
-		// llama-server without --jinja: "tools param requires --jinja flag";
-		// Ollama: "<model> does not support tools".
+	case withTools && status >= 400 && toolsUnsupported(lm):
 		return KindToolsUnsupported
 	}
 	return KindServer
+}
+
+// toolsUnsupportedSays are what servers say when they cannot take the
+// tools parameter at all. Only these: any other error that mentions a
+// tool (a malformed tool message, an unknown tool_call_id) is not cured by
+// switching to text tool calls, and saying so would mislead.
+var toolsUnsupportedSays = []string{
+	"--jinja",                 // llama-server: "tools param requires --jinja flag"
+	"support tool",            // Ollama: "<model> does not support tools"
+	"auto-tool-choice",        // vLLM: "auto" tool choice requires --enable-auto-tool-choice
+	"tool-call-parser",        // vLLM
+	"tools are not supported", // generic
+	"tools is not supported",
+	"tool calling is not supported",
+	"tool use is not supported",
+}
+
+func toolsUnsupported(lm string) bool {
+	for _, s := range toolsUnsupportedSays {
+		if strings.Contains(lm, s) {
+			return true
+		}
+	}
+	return false
 }

@@ -222,6 +222,10 @@ func TestHTTPErrors(t *testing.T) {
 		{400, `{"error":{"message":"This model's maximum context length is 4096 tokens."}}`, false, llm.ErrContextExceeded, "4096", false},
 		{500, `{"error":{"code":500,"message":"tools param requires --jinja flag","type":"server_error"}}`, true, llm.ErrToolsUnsupported, "--jinja", false},
 		{400, `{"error":"registry.ollama.ai/library/gemma:2b does not support tools"}`, true, llm.ErrToolsUnsupported, "does not support tools", false},
+		{400, `{"error":{"object":"error","message":"\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set","type":"BadRequestError"}}`, true, llm.ErrToolsUnsupported, "auto-tool-choice", false},
+		// A request the server refuses for another reason that names a
+		// tool: switching to text tool calls would not help.
+		{400, `{"error":{"code":400,"message":"Invalid 'tool_call_id' in message 3","type":"invalid_request_error"}}`, true, llm.ErrServer, "tool_call_id", false},
 		{401, `{"error":{"message":"Invalid API Key","type":"authentication_error"}}`, false, llm.ErrServer, "Invalid API Key", false},
 		{404, `404 page not found`, false, llm.ErrServer, "404 page not found", false},
 		{500, ``, false, llm.ErrServer, "Internal Server Error", false},
