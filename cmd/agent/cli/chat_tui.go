@@ -151,7 +151,12 @@ func (m *chatModel) event(e event.Event) {
 			if m.blocks[i].kind == "tool" && m.blocks[i].call == key {
 				m.blocks[i].text += res
 				if out := strings.TrimRight(e.Output, "\n"); out != "" {
-					m.blocks[i].detail += strings.Join(firstLines(out, 12), "\n")
+					if e.TimedOut || e.OOMKill || e.ExitCode != nil && *e.ExitCode != 0 {
+						// A failed command: its end says why.
+						m.blocks[i].detail += strings.Join(lastLines(out, 12), "\n")
+					} else {
+						m.blocks[i].detail += strings.Join(firstLines(out, 12), "\n")
+					}
 				}
 				return
 			}
@@ -494,6 +499,20 @@ func firstLines(s string, n int) []string {
 	if len(ls) > n {
 		more := len(ls) - n + 1
 		ls = append(ls[:n-1], fmt.Sprintf("… %d more line(s)", more))
+	}
+	return ls
+}
+
+// lastLines is the last n lines of s (the first saying how many came
+// before).
+func lastLines(s string, n int) []string {
+	if s == "" {
+		return nil
+	}
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(ls) > n {
+		before := len(ls) - n + 1
+		ls = append([]string{fmt.Sprintf("… %d line(s) before", before)}, ls[len(ls)-n+1:]...)
 	}
 	return ls
 }

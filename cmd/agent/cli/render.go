@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -170,10 +171,19 @@ func (r *eventRenderer) human(e event.Event) {
 			status = "error"
 		}
 		detail := ""
-		if e.IsError && e.Text != "" {
+		failed := e.ExitCode != nil && *e.ExitCode != 0 || e.TimedOut || e.OOMKill
+		tail := failureTail(e.Output, 5)
+		if e.IsError && e.Text != "" && (!failed || len(tail) == 0) {
 			detail = ": " + oneLine(e.Text, 100)
 		}
 		r.line("%s %s  %s %s (%s)%s", r.elapsed(), who(e), termtext.Line(e.Tool), status, e.Duration.Round(time.Millisecond), detail)
+		// A failed command says why at the end of its output (the
+		// compiler's error, the test summary), not at its start.
+		if failed {
+			for _, l := range tail {
+				r.line("        %s  │ %s", who(e), l)
+			}
+		}
 	case event.Notice:
 		r.line("%s %snote: %s", r.elapsed(), who(e), termtext.Text(e.Text))
 	case event.Progress:
@@ -222,6 +232,24 @@ func summarizeArgs(tool, args string) string {
 // oneLine shows untrusted text on one line: whitespace runs (newlines
 // included) become one space, every control is escaped (termtext.Line),
 // and the result is cut to n characters.
+// failureTail is the last n non-empty lines of a failed command's output,
+// escaped and cut to a screen line each, without the toolbox's closing
+// "[exit code N]" (the status says it).
+func failureTail(out string, n int) []string {
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if k := len(lines); k > 0 && strings.HasPrefix(lines[k-1], "[exit code ") {
+		lines = lines[:k-1]
+	}
+	var tail []string
+	for i := len(lines) - 1; i >= 0 && len(tail) < n; i-- {
+		if l := strings.TrimRight(lines[i], " \t\r"); strings.TrimSpace(l) != "" {
+			tail = append(tail, oneLine(l, 160))
+		}
+	}
+	slices.Reverse(tail)
+	return tail
+}
+
 func oneLine(s string, n int) string {
 	s = termtext.Line(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > n {

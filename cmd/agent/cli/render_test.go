@@ -17,7 +17,8 @@ func sampleEvents() []event.Event {
 		{Kind: event.TextDelta, Text: "I will "},
 		{Kind: event.TextDelta, Text: "run the tests."},
 		{Kind: event.ToolStarted, Tool: "bash", CallID: "c1", Args: `{"command":"go test ./..."}`},
-		{Kind: event.ToolFinished, Tool: "bash", CallID: "c1", ExitCode: &one, Duration: 1500 * time.Millisecond},
+		{Kind: event.ToolFinished, Tool: "bash", CallID: "c1", ExitCode: &one, Duration: 1500 * time.Millisecond,
+			Text: "=== RUN TestA", Output: "=== RUN TestA\n" + strings.Repeat("noise\n", 50) + "--- FAIL: TestA (0.00s)\n    a_test.go:9: got 2\nFAIL\n\n[exit code 1]\n"},
 		{Kind: event.ToolStarted, Tool: "read_file", CallID: "c2", Args: `{"path":"main.go"}`},
 		{Kind: event.ToolFinished, Tool: "read_file", CallID: "c2", IsError: true, Text: "no such file"},
 		{Kind: event.Usage, PromptTokens: 100, CompletionTokens: 20},
@@ -44,7 +45,9 @@ func TestRenderPlain(t *testing.T) {
 	for _, want := range []string{
 		"  2.0s sandbox abc ready\n",
 		"I will run the tests.\n  2.0s > bash $ go test ./...\n",
-		"  2.0s   bash exit 1 (1.5s)\n",
+		// A failed command shows the tail of its output, where the
+		// failure is, not its first line.
+		"  2.0s   bash exit 1 (1.5s)\n          │ noise\n          │ noise\n          │ --- FAIL: TestA (0.00s)\n          │ a_test.go:9: got 2\n          │ FAIL\n",
 		"  2.0s   read_file error (0s): no such file\n",
 		"  2.0s note: context compacted\n",
 		"  2.0s done (done) · 3 tool calls · tokens 100 in / 20 out\n",
