@@ -359,7 +359,8 @@ func (a *Agent) emit(e event.Event) {
 }
 
 func (a *Agent) hookEvent(hook string, res ToolResult) {
-	if !hookFailed(res) && strings.TrimSpace(res.Output) == "" {
+	// The sandbox's shell reports a silent command as "(no output)".
+	if out := strings.TrimSpace(res.Output); !hookFailed(res) && (out == "" || out == "(no output)") {
 		return // a quiet, successful hook is not news
 	}
 	a.emit(event.Event{Kind: event.Notice, Text: "hook " + hook + ": " + shorten(res.Output, 512, "cut"),

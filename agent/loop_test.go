@@ -220,6 +220,7 @@ func TestNudgeOnce(t *testing.T) {
 
 func TestHooksRunInTheWorkspace(t *testing.T) {
 	ws := newMemWorkspace(nil)
+	rec := &event.Recorder{}
 	var hookCmds []string
 	var mu sync.Mutex
 	ws.hook = func(tool string, args json.RawMessage) (ToolResult, error, bool) {
@@ -238,7 +239,8 @@ func TestHooksRunInTheWorkspace(t *testing.T) {
 		case strings.Contains(a.Command, "check-policy") && strings.Contains(a.Command, "secret"):
 			return ToolResult{Output: "writing secrets is not allowed", ExitCode: &one}, nil, true
 		}
-		return ToolResult{ExitCode: &zero}, nil, true
+		// As the sandbox's shell answers a silent command.
+		return ToolResult{Output: "(no output)\n", ExitCode: &zero}, nil, true
 	}
 	c := &fakeClient{replies: []replyFn{
 		calls("write_file", `{"path":"secret.txt","content":"x"}`),
@@ -247,6 +249,7 @@ func TestHooksRunInTheWorkspace(t *testing.T) {
 	}}
 	a := newTestAgent(t, c, ws, func(o *Options) {
 		o.Hooks = Hooks{SessionStart: []string{"git status"}, PreTool: []string{"check-policy"}, PostTool: []string{"fmt-files"}}
+		o.Sink = rec
 	})
 	res, err := a.Run(t.Context(), "go")
 	if err != nil {
@@ -261,6 +264,17 @@ func TestHooksRunInTheWorkspace(t *testing.T) {
 	blocked := lastOf(c.requests()[1]).Content
 	if !strings.Contains(blocked, "blocked by pre_tool hook (exit 1): writing secrets is not allowed") || !res.ToolCalls[0].IsError {
 		t.Fatalf("blocked result = %q", blocked)
+	}
+	// A quiet hook is not news; one that said something or blocked is
+	// (control).
+	var notices []string
+	for _, e := range rec.Events() {
+		if e.Kind == event.Notice && strings.HasPrefix(e.Text, "hook ") {
+			notices = append(notices, e.Text)
+		}
+	}
+	if len(notices) != 2 || !strings.Contains(notices[1], "writing secrets") || strings.Contains(strings.Join(notices, ""), "no output") {
+		t.Errorf("hook notices = %q, want the session_start and the blocking one", notices)
 	}
 	// session_start, pre (blocked), pre, post.
 	if len(hookCmds) != 4 || !strings.Contains(hookCmds[1], "AGENT_TOOL_NAME='write_file'") ||
