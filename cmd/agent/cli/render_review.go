@@ -121,6 +121,17 @@ func printReview(w io.Writer, rv *orchestrator.Review, width int, c colors) {
 	fmt.Fprintln(w)
 }
 
+// isBackground reports a command started with process_start (a
+// sub-agent's too, after its "[name] " mark).
+func isBackground(cmd string) bool {
+	if strings.HasPrefix(cmd, "[") && !strings.HasPrefix(cmd, "[background] ") {
+		if _, rest, ok := strings.Cut(cmd, "] "); ok {
+			cmd = rest
+		}
+	}
+	return strings.HasPrefix(cmd, "[background] ")
+}
+
 func exitText(code *int) string {
 	if code == nil {
 		return "?"
@@ -136,6 +147,7 @@ func printCommands(w io.Writer, cmds []store.Command, width int, c colors) {
 	}
 	for _, cm := range cmds {
 		mark := c.Green("ok  ")
+		exit := "exit " + fmt.Sprintf("%-3s", exitText(cm.ExitCode))
 		switch {
 		case cm.CutShort || cm.Running:
 			mark = c.Red("CUT ")
@@ -143,6 +155,10 @@ func printCommands(w io.Writer, cmds []store.Command, width int, c colors) {
 			mark = c.Red("TIME")
 		case cm.OOMKilled:
 			mark = c.Red("OOM ")
+		case cm.ExitCode == nil && isBackground(cm.Command):
+			// Started in the background: it has no exit status of its
+			// own (the agent stops it, or the task's end does).
+			mark, exit = c.Green("bg  "), "started "
 		case cm.ExitCode == nil || *cm.ExitCode != 0:
 			mark = c.Red("FAIL")
 		}
@@ -150,7 +166,7 @@ func printCommands(w io.Writer, cmds []store.Command, width int, c colors) {
 		if orchestrator.IsTestCommand(cm.Command) {
 			test = "  [test]"
 		}
-		fmt.Fprintln(w, fit(fmt.Sprintf("  %s exit %-3s %6dms  $ %s%s", mark, exitText(cm.ExitCode), cm.DurationMS, oneLine(cm.Command, 200), test), width))
+		fmt.Fprintln(w, fit(fmt.Sprintf("  %s %s %6dms  $ %s%s", mark, exit, cm.DurationMS, oneLine(cm.Command, 200), test), width))
 	}
 }
 

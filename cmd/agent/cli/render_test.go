@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/localagent/agent/orchestrator/store"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +98,24 @@ func TestRenderLive(t *testing.T) {
 	}
 	if !strings.HasSuffix(got, clearLine) && !strings.HasSuffix(got, "\n") {
 		t.Errorf("status line not cleared at the end: %q", got[len(got)-20:])
+	}
+}
+
+// A background process has no exit status of its own: it is listed as
+// started, not as a failure; a command without an exit status that was not
+// started in the background still is (control).
+func TestPrintCommandsBackground(t *testing.T) {
+	one := 1
+	var b bytes.Buffer
+	printCommands(&b, []store.Command{
+		{Command: "[background] python3 -m http.server", DurationMS: 12},
+		{Command: "[explore] [background] sleep 100", DurationMS: 3},
+		{Command: "make", ExitCode: &one},
+		{Command: "lost"},
+	}, 0, colors{})
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 4 || !strings.Contains(lines[0], "bg   started") || !strings.Contains(lines[1], "bg   started") ||
+		!strings.Contains(lines[2], "FAIL exit 1") || !strings.Contains(lines[3], "FAIL exit ?") {
+		t.Errorf("commands:\n%s", b.String())
 	}
 }
