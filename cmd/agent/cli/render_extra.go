@@ -75,6 +75,10 @@ func (s *speedTotals) String() string {
 	return speedLine(s.requests, s.processed, s.cached, s.firstMS/int64(s.requests), s.genTokens, s.genMS, s.server)
 }
 
+// maxStreamRate is the fastest generation a stream-measured rate is
+// believed at; no local model streams this fast.
+const maxStreamRate = 5000
+
 // speedLine formats speed figures: prompt tokens computed and cached, the
 // average time to first token, generation tokens per second.
 func speedLine(requests, processed, cached int, avgFirstMS int64, genTokens int, genMS float64, server bool) string {
@@ -84,8 +88,14 @@ func speedLine(requests, processed, cached int, avgFirstMS int64, genTokens int,
 		fmt.Fprintf(&b, ", %d cached", cached)
 	}
 	fmt.Fprintf(&b, " · first token %.2fs avg", float64(avgFirstMS)/1000)
-	if genMS > 0 {
-		fmt.Fprintf(&b, " · %.1f tok/s generated", float64(genTokens)/genMS*1000)
+	switch rate := float64(genTokens) / genMS * 1000; {
+	case genMS <= 0:
+	case !server && rate > maxStreamRate:
+		// Measured from the stream, such a rate means the reply came in
+		// one burst (a scripted model, a buffering proxy): not a speed.
+		b.WriteString(" · generation speed not measurable (each reply arrived at once)")
+	default:
+		fmt.Fprintf(&b, " · %.1f tok/s generated", rate)
 	}
 	if !server {
 		b.WriteString(" (measured from the stream: the server sent no timings)")

@@ -119,3 +119,17 @@ func TestPrintCommandsBackground(t *testing.T) {
 		t.Errorf("commands:\n%s", b.String())
 	}
 }
+
+// A rate measured from a stream that arrived in one burst is not shown as
+// a speed; a plausible one, or one the server timed, is (controls).
+func TestSpeedLineBurst(t *testing.T) {
+	if l := speedLine(3, 300, 0, 1, 90, 0.2, false); strings.Contains(l, "tok/s") || !strings.Contains(l, "not measurable") {
+		t.Errorf("burst: %s", l)
+	}
+	if l := speedLine(3, 300, 0, 1, 90, 3000, false); !strings.Contains(l, "30.0 tok/s generated") {
+		t.Errorf("stream: %s", l)
+	}
+	if l := speedLine(3, 300, 0, 1, 90000, 3000, true); !strings.Contains(l, "30000.0 tok/s generated") {
+		t.Errorf("server: %s", l)
+	}
+}
