@@ -169,7 +169,17 @@ func continueRun(ctx context.Context, opts *ContinueOptions) (err error) {
 		return err
 	}
 	defer run.Close()
+	noteScriptedModel(opts.IO, co.LLM, run.Task.LLM)
 	return executeAndDecide(ctx, opts.IO, o, run, r, approve, opts.JSON)
+}
+
+// noteScriptedModel says that a follow-up goes to the task's recorded
+// scripted model (a file of canned replies, not a model) when no --llm
+// chose another: its script may not expect the new message.
+func noteScriptedModel(ios *IOStreams, override, spec string) {
+	if override == "" && strings.HasPrefix(spec, "script:") {
+		fmt.Fprintf(ios.ErrOut, "agent: the task's model is scripted (%s): its replies come from that file; --llm URL sends this to a real model\n", termtext.Text(spec))
+	}
 }
 
 // continueAfterReview starts the next round of a task from the review's

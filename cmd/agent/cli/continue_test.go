@@ -543,3 +543,18 @@ func TestEndpointOverrideUsesTheServedModel(t *testing.T) {
 		t.Fatalf("AGENT_LLM_SERVED_MODEL gave %q, want the served model", model)
 	}
 }
+
+// A follow-up that goes to the task's recorded scripted model says so;
+// one with --llm, or to a real model, does not (controls).
+func TestNoteScriptedModel(t *testing.T) {
+	for _, tc := range []struct {
+		override, spec string
+		note           bool
+	}{{"", "script:/tmp/m.yaml", true}, {"http://127.0.0.1:8080", "http://127.0.0.1:8080", false}, {"", "http://127.0.0.1:8080", false}} {
+		ios, _, _, errOut := TestStreams()
+		noteScriptedModel(ios, tc.override, tc.spec)
+		if got := strings.Contains(errOut.String(), "scripted (script:/tmp/m.yaml)"); got != tc.note {
+			t.Errorf("%+v: %q", tc, errOut.String())
+		}
+	}
+}

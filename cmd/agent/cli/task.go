@@ -604,5 +604,6 @@ func taskResumeRun(ctx context.Context, opts *TaskResumeOptions) (err error) {
 		return err
 	}
 	defer run.Close()
+	noteScriptedModel(opts.IO, ro.LLM, run.Task.LLM)
 	return executeAndDecide(ctx, opts.IO, o, run, r, approve, opts.JSON)
 }
