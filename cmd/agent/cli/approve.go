@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/huh"
 
 	"github.com/localagent/agent/cmd/agent/internal/termtext"
@@ -38,7 +39,33 @@ func errNeedApprove(what string) error {
 func formKeyMap() *huh.KeyMap {
 	km := huh.NewDefaultKeyMap()
 	km.Quit = key.NewBinding(key.WithKeys("ctrl+c", "esc"), key.WithHelp("esc", "keep and quit"))
+	// Esc while filtering a list ends the filter (see escEndsFilter): it
+	// reaches the list as filterDoneKey, which the form does not take for
+	// quitting.
+	km.Select.SetFilter = key.NewBinding(key.WithKeys("esc", filterDoneKey.String()), key.WithHelp("esc", "set filter"), key.WithDisabled())
+	km.MultiSelect.SetFilter = key.NewBinding(key.WithKeys("enter", "esc", filterDoneKey.String()), key.WithHelp("esc", "set filter"), key.WithDisabled())
 	return km
+}
+
+// filterDoneKey stands for Esc typed in a list's filter.
+var filterDoneKey = tea.KeyMsg{Type: tea.KeyF20}
+
+// escEndsFilter is a program filter for forms: Esc typed while the focused
+// list is filtering ends the filter instead of quitting the whole form
+// (huh checks the form's quit key before the field sees it).
+func escEndsFilter(m tea.Model, msg tea.Msg) tea.Msg {
+	k, ok := msg.(tea.KeyMsg)
+	if !ok || k.Type != tea.KeyEsc || k.Alt {
+		return msg
+	}
+	f, ok := m.(*huh.Form)
+	if !ok {
+		return msg
+	}
+	if fl, ok := f.GetFocusedField().(interface{ GetFiltering() bool }); ok && fl.GetFiltering() {
+		return filterDoneKey
+	}
+	return msg
 }
 
 // newApprovalForm builds the decision form for a reviewed task. The choice
@@ -142,7 +169,7 @@ func newDiscardConfirm(commits int, uncommitted int, confirm *bool) *huh.Form {
 // runForm runs a form on the given streams. Esc and Ctrl-C come back as
 // ErrCancelled.
 func runForm(f *huh.Form, in io.Reader, out io.Writer) error {
-	err := f.WithInput(in).WithOutput(out).Run()
+	err := f.WithProgramOptions(tea.WithFilter(escEndsFilter)).WithInput(in).WithOutput(out).Run()
 	if errors.Is(err, huh.ErrUserAborted) {
 		return ErrCancelled
 	}

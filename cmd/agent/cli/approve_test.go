@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/huh"
+
 	"github.com/localagent/agent/orchestrator"
 	"github.com/localagent/agent/orchestrator/worktree"
 )
@@ -239,4 +242,29 @@ func TestApprovalFormNothingChangedDefaultsToDiscard(t *testing.T) {
 		t.Errorf("Enter on a task with changes chose %s, want keep", d)
 	}
 	_ = w.Close()
+}
+
+// Esc while filtering a list ends the filter and leaves the form open;
+// Esc outside the filter still quits it (control).
+func TestEscInFilterDoesNotQuit(t *testing.T) {
+	var answer string
+	f := newAskForm("Whom should I greet?", []string{"Ada Lovelace", "Grace Hopper"}, &answer)
+	f.Init()
+	send := func(msg tea.Msg) {
+		m, _ := f.Update(escEndsFilter(f, msg))
+		f = m.(*huh.Form)
+	}
+	filtering := func() bool { return f.GetFocusedField().(interface{ GetFiltering() bool }).GetFiltering() }
+	send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("/")})
+	if !filtering() {
+		t.Fatal("/ did not start the filter")
+	}
+	send(tea.KeyMsg{Type: tea.KeyEsc})
+	if f.State == huh.StateAborted || filtering() {
+		t.Fatalf("Esc in the filter: state %v, filtering %v", f.State, filtering())
+	}
+	send(tea.KeyMsg{Type: tea.KeyEsc})
+	if f.State != huh.StateAborted {
+		t.Fatalf("Esc outside the filter did not quit: state %v", f.State)
+	}
 }
