@@ -6,13 +6,14 @@ LDFLAGS   := -s -w -X github.com/localagent/agent/cmd/agent/cli.Version=$(VERSIO
 GOTEST    ?= $(GO) test
 TESTFLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: all deps build images test test-short test-env test-soak test-kill test-podman test-runsc bench lint kube-check demo demo-python clean
+.PHONY: all deps deps-demo dist build images test test-short test-env test-soak test-kill test-podman test-runsc bench lint kube-check demo demo-python clean
 
 all: build
 
 # Both binaries are static (CGO_ENABLED=0): agent-toolbox is bind-mounted
 # into sandbox images that may have no libc at all.
 build:
+	@echo "==> building $(BIN)/agent and $(BIN)/agent-toolbox (the first build compiles every dependency: a few minutes on two cores)"
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/agent ./cmd/agent
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/agent-toolbox ./cmd/agent-toolbox
 
@@ -86,15 +87,27 @@ kube-check:
 	cd sandbox/kubernetes && $(GO) build ./... && $(GO) vet ./... && $(GO) mod tidy -diff && $(GO) test -race -count=1 ./...
 
 # Runs a whole task end to end on a demo repository with a scripted model.
-demo: deps build
+demo: deps-demo build
 	$(BIN)/agent images build sandbox
 	bash demo/run.sh
 
+# Only the packages the demos need (debootstrap, busybox-static,
+# ca-certificates, git, make); `make deps` installs those of the tests too.
+deps-demo:
+	bash scripts/deps.sh demo
+
 # The same with a real toolchain: a Python package whose environment
 # (Debian's python3-pytest) is built once, then its tests run in the sandbox.
-demo-python: deps build
+demo-python: deps-demo build
 	$(BIN)/agent images build sandbox
 	bash demo/run-python.sh
 
+# An archive for machines without network: both binaries, the sandbox
+# image as a bundle (agent images save), an install note and SHA-256
+# checksums, in dist/. Needs what make demo needs.
+dist: deps-demo build
+	$(BIN)/agent images build sandbox
+	bash scripts/dist.sh $(BIN) dist $(VERSION)
+
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

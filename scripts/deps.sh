@@ -4,7 +4,8 @@
 # run and exits non-zero. Used by `make demo`, `make test` and CI alike, so a
 # fresh machine needs no other step.
 #
-#   scripts/deps.sh            # the packages the images and tests need
+#   scripts/deps.sh            # the packages the images and every test need
+#   scripts/deps.sh demo       # only what make demo needs (image build, git)
 set -euo pipefail
 
 # debootstrap + busybox-static build the images offline (from Debian's
@@ -17,6 +18,11 @@ packages=(debootstrap busybox-static ca-certificates git make tmux podman uidmap
 # runsc (gVisor) runs the sandbox suites under isolation runsc, through a
 # rootful Podman of the script's own (make test-runsc).
 packages+=(runsc)
+# The demo builds the sandbox image and runs one task: no container
+# runtime beyond the Docker engine, no terminal multiplexer.
+if [ "${1:-}" = demo ]; then
+  packages=(debootstrap busybox-static ca-certificates git make)
+fi
 
 # dpkg-query answers for the exact package; `command -v` would miss
 # busybox-static behind a dynamic busybox.
