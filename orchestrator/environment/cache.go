@@ -41,7 +41,9 @@ var ecosystems = map[string]ecosystem{
 	Go: {dir: "go", env: []string{"GOMODCACHE=/cache/go/mod", "GOCACHE=/cache/go/build", "GOTMPDIR=/cache/go/tmp", "GOTOOLCHAIN=local"},
 		subdirs: []string{"tmp"},
 		files:   []string{"go.mod", "go.work"}, debian: []string{"golang"}},
-	Python: {dir: "pip", env: []string{"PIP_CACHE_DIR=/cache/pip", "PYTHONPYCACHEPREFIX=/tmp/pycache"},
+	// pytest's cache (--lf, --ff) goes to /tmp too: in the project it
+	// would warn where it cannot be written and be committed where it can.
+	Python: {dir: "pip", env: []string{"PIP_CACHE_DIR=/cache/pip", "PYTHONPYCACHEPREFIX=/tmp/pycache", "PYTEST_ADDOPTS=-o cache_dir=/tmp/pytest-cache"},
 		files: []string{"pyproject.toml", "requirements*.txt", "setup.py", "setup.cfg", "Pipfile", "*.py"}, debian: []string{"python3"}},
 	Node: {dir: "npm", env: []string{"npm_config_cache=/cache/npm"},
 		files: []string{"package.json"}, debian: []string{"nodejs", "npm"}},
