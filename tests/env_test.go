@@ -524,3 +524,103 @@ func TestEnvBuildConverges(t *testing.T) {
 		t.Error("the stale setup directory is still there")
 	}
 }
+
+// TestEnvInitProposalsPass: what `agent env init` proposes for a Go
+// module that uses cgo and for a Python package in a src layout is
+// enough for the project's own tests to pass in a task's sandbox, which
+// has no network. (Debian's golang-go alone fails such a module with
+// `cgo: C compiler "gcc" not found`; pytest alone fails a src layout at
+// collection with ModuleNotFoundError. The unit test TestProposeOffline
+// checks the controls: a pure Go module gets CGO_ENABLED=0, a flat
+// layout no PYTHONPATH.)
+func TestEnvInitProposalsPass(t *testing.T) {
+	requireEnvTests(t)
+	c := RequireEngine(t)
+	e := NewAgentEnv(t, c)
+	e.Timeout = envBuildTimeout
+	e.Env = append(e.Env, "AGENT_SANDBOX_IMAGE=agent/sandbox:latest")
+	removeLabelledImagesOnCleanup(t, c, e.Label)
+	for _, tc := range []struct {
+		name     string
+		files    map[string]string
+		propose  []string // in the proposal
+		absent   []string // not in it
+		command  string
+		passLine string
+	}{
+		{
+			name: "go-cgo",
+			files: map[string]string{
+				"go.mod":      "module example.com/cgoapp\n\ngo 1.19\n",
+				"add.go":      "package cgoapp\n\n// static int add(int a, int b) { return a + b; }\nimport \"C\"\n\n// Add adds in C.\nfunc Add(a, b int) int { return int(C.add(C.int(a), C.int(b))) }\n",
+				"add_test.go": "package cgoapp\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal(Add(2, 3))\n\t}\n}\n",
+			},
+			propose:  []string{"golang-go", "gcc", "libc6-dev"},
+			absent:   []string{"CGO_ENABLED"},
+			command:  "go test ./...",
+			passLine: "ok",
+		},
+		{
+			name: "python-src",
+			files: map[string]string{
+				"pyproject.toml":       "[project]\nname = \"calc\"\nversion = \"1.0\"\n\n[tool.setuptools]\npackage-dir = {\"\" = \"src\"}\n",
+				"src/calc/__init__.py": "def add(a, b):\n    return a + b\n",
+				"tests/test_calc.py":   "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+			},
+			propose:  []string{"python3-pytest", "PYTHONPATH: src"},
+			absent:   []string{"python3-pip"},
+			command:  "python3 -m pytest -q",
+			passLine: "1 passed",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			repo := writeRepo(t, tc.files)
+			code, stdout, stderr := e.Run(repo, "env", "init", "--write")
+			if code != 0 {
+				t.Fatalf("env init: exit %d\n%s%s", code, stdout, stderr)
+			}
+			proposal, err := os.ReadFile(filepath.Join(repo, ".agent", "environment.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range tc.propose {
+				if !strings.Contains(string(proposal), want) {
+					t.Errorf("the proposal lacks %q:\n%s", want, proposal)
+				}
+			}
+			for _, not := range tc.absent {
+				if strings.Contains(string(proposal), not) {
+					t.Errorf("the proposal holds %q:\n%s", not, proposal)
+				}
+			}
+			Git(t, repo, "add", "-A")
+			Git(t, repo, "commit", "-q", "-m", "environment")
+			script := writeScript(t, `turns:
+  - tool_calls:
+      - {name: bash, arguments: {command: "`+tc.command+`"}}
+  - text: "done"
+`)
+			code, stdout, stderr = e.Run(repo, "task", "--llm", "script:"+script, "--approve", "discard", e.LabelFlag(), "run the tests")
+			if code != 0 {
+				t.Fatalf("task: exit %d\n%s%s", code, stdout, stderr)
+			}
+			tk := newestTask(t, e.StateDir)
+			untagOnCleanup(t, c, tk.Image)
+			if len(tk.Network.Allow) != 0 {
+				t.Fatalf("the task's sandbox had network: %v", tk.Network.Allow)
+			}
+			sess, err := os.ReadFile(tk.Session)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, code := commandDuration(t, tk, tc.command); code != 0 || !strings.Contains(string(sess), tc.passLine) {
+				t.Fatalf("%s exited %d in the proposed environment:\n%s\n%s", tc.command, code, proposal, sess)
+			}
+			// pytest's cache goes to /tmp: no warning about it, nothing
+			// of it in the project.
+			if strings.Contains(string(sess), "PytestCacheWarning") || strings.Contains(string(sess), ".pytest_cache") {
+				t.Errorf("pytest warned about its cache:\n%s", sess)
+			}
+		})
+	}
+}
