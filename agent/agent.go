@@ -182,6 +182,7 @@ type Agent struct {
 	actionParser *toolparse.Parser
 	lean         bool   // small window: short tool definitions
 	toolsNotice  string // what the small window left out, told at the start
+	noCount      bool   // the server cannot count tokens: estimate
 
 	lastMaxTokens int // max_tokens of the last request, for the cut-off hint
 }

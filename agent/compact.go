@@ -145,6 +145,9 @@ func (a *Agent) minReply() int {
 // request that cannot fit.
 func (a *Agent) fit(ctx context.Context, res *Result) error {
 	window := a.opts.ContextTokens
+	if a.tokens.n == 0 {
+		a.exactCount(ctx)
+	}
 	used := a.tokens.estimate(a.history, a.extraTokens())
 	switch compactionFor(used, window) {
 	case compactCheckpoint:
@@ -491,4 +494,28 @@ func restoreHistory(msgs []llm.Message) []llm.Message {
 	}
 	out = append(out, conv[cp+1:]...)
 	return out
+}
+
+// tokenCountingClient is a client whose server counts a prompt's tokens
+// (llama-server).
+type tokenCountingClient interface {
+	CountTokens(ctx context.Context, req llm.Request) (int, error)
+}
+
+// exactCount anchors the token counter on the server's count of the request
+// as it stands, when no reply's usage does (the first request, after a
+// compaction): the estimate decides nothing the server can tell exactly.
+// A server that cannot count is not asked again.
+func (a *Agent) exactCount(ctx context.Context) {
+	tc, ok := a.opts.Client.(tokenCountingClient)
+	if !ok || a.noCount {
+		return
+	}
+	req := a.request()
+	n, err := tc.CountTokens(ctx, req)
+	if err != nil || n <= 0 {
+		a.noCount = true
+		return
+	}
+	a.tokens.anchor(len(a.history), n, estimateMessages(req.Messages)+a.extraTokens())
 }

@@ -322,3 +322,35 @@ func TestLongRunStaysInsideTheWindow(t *testing.T) {
 		})
 	}
 }
+
+// countingClient is a server that counts prompt tokens (llama-server's
+// /apply-template and /tokenize).
+type countingClient struct {
+	*fakeClient
+	tokens, counts int
+}
+
+func (c *countingClient) CountTokens(ctx context.Context, req llm.Request) (int, error) {
+	c.counts++
+	return c.tokens, nil
+}
+
+// The first request is sized by the server's exact count, not the estimate:
+// 7,000 counted tokens leave 3,000 of a 10,000 window for the reply. The
+// control is the same agent with a server that cannot count.
+func TestFirstRequestUsesServerCount(t *testing.T) {
+	run := func(c llm.Client) llm.Request {
+		a := newTestAgent(t, c, newMemWorkspace(nil), func(o *Options) { o.ContextTokens = 10000; o.MaxReplyTokens = 8000 })
+		if _, err := a.Run(t.Context(), "hi"); err != nil {
+			t.Fatal(err)
+		}
+		return c.(interface{ requests() []llm.Request }).requests()[0]
+	}
+	cc := &countingClient{fakeClient: &fakeClient{replies: []replyFn{text("hello")}}, tokens: 7000}
+	if got := run(cc).MaxTokens; got != 3000 || cc.counts != 1 {
+		t.Errorf("with a count of 7000: max_tokens %d, counted %d times", got, cc.counts)
+	}
+	if got := run(&fakeClient{replies: []replyFn{text("hello")}}).MaxTokens; got != 8000 {
+		t.Errorf("control, estimated: max_tokens %d", got)
+	}
+}

@@ -1,6 +1,7 @@
 // Package llm is the client for OpenAI-compatible chat servers
 // (llama-server, Ollama, LM Studio, vLLM, OpenAI): streaming, tool-call
-// assembly, server facts (/health, /props, /v1/models).
+// assembly, server facts (/health, /props, /v1/models), and llama-server's
+// exact count of a prompt's tokens (/apply-template, /tokenize).
 //
 // HTTPClient implements Client. A reply streams as server-sent events; the
 // assembler joins text, reasoning_content and tool-call fragments (keyed by
