@@ -177,6 +177,9 @@ func (o *Orchestrator) GC(ctx context.Context) (GCReport, error) {
 						if wt, err := o.taskWorktree(repo, t); err == nil && repo.Remove(ctx, wt) == nil {
 							rep.RemovedWorktrees = append(rep.RemovedWorktrees, t.Worktree)
 						}
+						if b := o.dropMergedBranch(ctx, t); b != "" {
+							rep.RemovedBranches = append(rep.RemovedBranches, b)
+						}
 					}
 				}
 			}
@@ -210,6 +213,11 @@ func (o *Orchestrator) GC(ctx context.Context) (GCReport, error) {
 			return rep, rerr
 		}
 		rep.RemovedWorktrees = append(rep.RemovedWorktrees, t.Worktree)
+		// A merged task's branch waited for its worktree (see
+		// dropMergedBranch): it goes in the same run.
+		if b := o.dropMergedBranch(ctx, t); b != "" {
+			rep.RemovedBranches = append(rep.RemovedBranches, b)
+		}
 	}
 
 	ents, _ := os.ReadDir(filepath.Join(o.opts.StateDir, "worktrees"))

@@ -150,6 +150,13 @@ func crashAt(t *testing.T, c *client.Client, point, sig string) {
 		}
 	}
 	mustRun(t, env, repo, "gc")
+	// One gc is enough for a merged task: its branch is gone with its
+	// worktree.
+	if cur := loadRecord(t, env, id); cur.State == store.Merged {
+		if bs := Git(t, repo, "for-each-ref", "--format=%(refname)", "refs/heads/"+cur.Branch); bs != "" {
+			t.Errorf("the merged task's branch %s survived one gc", bs)
+		}
+	}
 	// After gc the user's branch and checkout are before or after the
 	// merge, never between.
 	if st := Git(t, repo, "status", "--porcelain"); st != "" {
