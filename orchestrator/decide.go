@@ -74,7 +74,11 @@ func (o *Orchestrator) Decide(ctx context.Context, t *store.Task, d Decision, he
 	defer release()
 	switch d {
 	case Merge, Squash:
-		return o.merge(ctx, t, d == Squash)
+		out, err := o.merge(ctx, t, d == Squash)
+		if err == nil && t.State == store.Merged {
+			out.Message = o.settleNotes(t, true, out.Message)
+		}
+		return out, err
 	case Keep:
 		if t.State.Final() {
 			return Outcome{}, fmt.Errorf("task %s is already %s", t.ID, t.State)
@@ -84,9 +88,13 @@ func (o *Orchestrator) Decide(ctx context.Context, t *store.Task, d Decision, he
 			return Outcome{}, err
 		}
 		return Outcome{Decision: Keep, State: string(t.State),
-			Message: fmt.Sprintf("kept branch %s (worktree %s); later: `agent merge %s` or `agent discard %s`", t.Branch, t.Worktree, t.ID, t.ID)}, nil
+			Message: o.settleNotes(t, true, fmt.Sprintf("kept branch %s (worktree %s); later: `agent merge %s` or `agent discard %s`", t.Branch, t.Worktree, t.ID, t.ID))}, nil
 	case Discard:
-		return o.discard(ctx, t)
+		out, err := o.discard(ctx, t)
+		if err == nil {
+			out.Message = o.settleNotes(t, false, out.Message)
+		}
+		return out, err
 	}
 	return Outcome{}, fmt.Errorf("unknown decision %q", d)
 }
@@ -424,4 +432,23 @@ func (o *Orchestrator) discardOrphan(t *store.Task) (Outcome, error) {
 	}
 	return Outcome{Decision: Discard, State: string(t.State),
 		Message: fmt.Sprintf("discarded task %s: its repository %s is gone (with its branch); removed its worktree %s", t.ID, t.Repo, t.Worktree)}, nil
+}
+
+// settleNotes keeps (adopt) or drops the notes task t proposed to its
+// repository's memory, saying so in msg.
+func (o *Orchestrator) settleNotes(t *store.Task, adopt bool, msg string) string {
+	n := len(o.ProposedNotes(t))
+	if n == 0 {
+		return msg
+	}
+	if adopt {
+		if err := o.adoptNotes(t); err != nil {
+			return msg + fmt.Sprintf("; its %d proposed memory note(s) could not be kept: %v", n, err)
+		}
+		return msg + fmt.Sprintf("; its %d proposed memory note(s) are kept (`agent memory`)", n)
+	}
+	if err := o.dropNotes(t); err != nil {
+		return msg + fmt.Sprintf("; its %d proposed memory note(s) could not be dropped: %v", n, err)
+	}
+	return msg + fmt.Sprintf("; its %d proposed memory note(s) were dropped", n)
 }

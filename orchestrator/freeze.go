@@ -29,11 +29,14 @@ type UnsafeOptions struct {
 	// AddSpecial stages FIFOs, sockets and devices in a worktree like
 	// files, as before they were left out of commits.
 	AddSpecial bool
+	// KeepNotes writes a task's remembered notes straight into its
+	// repository's memory, as before they were proposals.
+	KeepNotes bool
 }
 
 // Any reports whether any defence is off.
 func (u UnsafeOptions) Any() bool {
-	return u.NoFreeze || u.FollowSymlinks || u.NoFreezeLock || u.NoHold || u.AddSpecial
+	return u.NoFreeze || u.FollowSymlinks || u.NoFreezeLock || u.NoHold || u.AddSpecial || u.KeepNotes
 }
 
 // whileFrozen runs step, a host step that reads or writes the worktree

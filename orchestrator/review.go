@@ -266,6 +266,9 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 		rv.Warnings = append(rv.Warnings, rv.Tests.Problem())
 	}
 	rv.Warnings = append(rv.Warnings, environmentWarnings(t, rv.Tests)...)
+	if notes := o.ProposedNotes(t); len(notes) > 0 {
+		rv.Warnings = append(rv.Warnings, fmt.Sprintf("the agent proposes %d note(s) for this repository's memory, which every later task reads; they are kept only if you keep or merge the task: %s", len(notes), strings.Join(notes, " ")))
+	}
 	return rv, nil
 }
 

@@ -27,6 +27,8 @@ func unsafeFromEnv(f *Factory) orchestrator.UnsafeOptions {
 			u.NoFreezeLock = true
 		case "add-special":
 			u.AddSpecial = true
+		case "keep-notes":
+			u.KeepNotes = true
 		}
 	}
 	if u.Any() && f.IO != nil {
