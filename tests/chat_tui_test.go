@@ -194,3 +194,59 @@ func TestChatTUI(t *testing.T) {
 		_ = os.WriteFile(p, []byte(all.String()), 0o644)
 	}
 }
+
+// TestChatTUIAskUser: in the chat's terminal view, ask_user shows the
+// question with numbered options and the next line typed is the answer:
+// "2" picks Grace Hopper, which the scripted model expects before it
+// writes the greeting (so the file on the branch shows the answer arrived).
+func TestChatTUIAskUser(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed")
+	}
+	c := RequireEngine(t)
+	env := NewAgentEnv(t, c)
+	repo := NewSampleRepo(t)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "script.yaml")
+	if err := os.WriteFile(script, []byte(askUserScript), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var sh strings.Builder
+	sh.WriteString("#!/bin/sh\n")
+	for _, kv := range env.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok && (strings.HasPrefix(k, "AGENT_") || k == "XDG_CONFIG_HOME" || k == "PATH" || k == "HOME" || k == "DOCKER_HOST") {
+			sh.WriteString("export " + k + "='" + strings.ReplaceAll(v, "'", `'\''`) + "'\n")
+		}
+	}
+	sh.WriteString("export TERM=xterm-256color\ncd '" + repo + "'\nexec '" + env.Bin + "' chat --llm script:" + script + " " + env.LabelFlag() + "\n")
+	wrapper := filepath.Join(dir, "chat.sh")
+	if err := os.WriteFile(wrapper, []byte(sh.String()), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s := &tmuxSession{t: t, socket: "agent-chat-ask-" + env.Label, name: "chat"}
+	s.tmux("new-session", "-d", "-s", s.name, "-x", "100", "-y", "30", wrapper)
+	t.Cleanup(func() { _ = exec.Command("tmux", "-L", s.socket, "kill-server").Run() })
+	s.tmux("set-option", "-t", s.name, "remain-on-exit", "on")
+
+	s.waitFor("message, or /help", 30*time.Second)
+	s.typeLine("Greet someone")
+	screen := s.waitFor("the agent asks: Whom should I greet?", time.Minute)
+	if !strings.Contains(screen, "2) Grace Hopper") {
+		t.Errorf("the options are not shown:\n%s", screen)
+	}
+	s.typeLine("2")
+	s.waitFor("Greeted Grace Hopper.", time.Minute)
+	s.waitFor("ready ·", 30*time.Second)
+	s.typeLine("/keep")
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(s.tmux("list-panes", "-t", s.name, "-F", "#{pane_dead}"), "1") {
+		if time.Now().After(deadline) {
+			t.Fatalf("agent chat did not end after /keep:\n%s", s.capture())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	tk := newestTask(t, env.StateDir)
+	if got := Git(t, repo, "show", tk.Branch+":greeting.txt"); got != "Hello, Grace Hopper" {
+		t.Errorf("greeting.txt on the branch: %q", got)
+	}
+}
