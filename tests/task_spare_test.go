@@ -8,16 +8,15 @@ import (
 	"testing"
 )
 
-// TestTaskLeavesWholeSpares: the spare checkout a task starts for the next
-// task is complete when `agent task` exits (the process used to end it
-// halfway, leaving a half-made directory and no spare), and tasks in a
-// row leave at most one spare of the repository and nothing half-made.
+// TestTaskLeavesWholeSpares: after each `agent task` in a row exits, the
+// state directory holds one complete spare checkout of the repository and
+// nothing half-made. (At this size the spare is usually done before the
+// task is; the commands also wait for it, which matters on big trees.)
 func TestTaskLeavesWholeSpares(t *testing.T) {
 	c := RequireEngine(t)
 	env := NewAgentEnv(t, c)
 	repo := NewSampleRepo(t)
-	// Enough files that the spare is still being written when the task
-	// is done.
+	// More than a trivial tree, so that the spare takes a while.
 	for i := range 2000 {
 		p := filepath.Join(repo, "many", fmt.Sprintf("d%02d", i/100), fmt.Sprintf("f%04d.txt", i))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
