@@ -22,6 +22,8 @@ type ContinueOptions struct {
 	// LLM overrides the task's recorded endpoint ("" keeps it).
 	LLM   string
 	Model string
+	// Test replaces the task's test command ("" keeps it).
+	Test string
 }
 
 // continuable reports whether a task in state s still has its branch and can
@@ -85,6 +87,9 @@ func (o *Orchestrator) Continue(ctx context.Context, ref string, opts ContinueOp
 		return nil, err
 	}
 	t.LLM, t.Model, t.PID = spec, ep.model, os.Getpid()
+	if opts.Test != "" {
+		t.TestCommand = opts.Test
+	}
 	r := &Run{o: o, Task: t, ep: ep, release: release, begin: begin}
 	if err := r.Continue(prompt); err != nil {
 		return nil, err
@@ -108,6 +113,7 @@ func (r *Run) Continue(prompt string) error {
 	return r.update(func(t *store.Task) {
 		t.FollowUps = append(t.FollowUps, prompt)
 		t.Decision, t.Error = "", ""
+		t.HostTest = nil // this round's run decides
 	})
 }
 

@@ -150,6 +150,9 @@ func (r *Run) Execute(ctx context.Context) error {
 	if err := r.waitFilled(); err != nil {
 		return r.stop(ctx, err)
 	}
+	if bound == nil {
+		r.runTests(ctx, sb, sink)
+	}
 	failpoint.Hit("task-before-commit")
 	cstart := time.Now()
 	derr, err := r.commit(ctx, sb, res)

@@ -21,6 +21,11 @@ import (
 
 // Options configure an Orchestrator. StateDir and Engine are required.
 type Options struct {
+	// Test is the user's test command for every task (a task's own
+	// TaskOptions.Test wins; "" = the project environment's test:), and
+	// TestTimeout bounds its run (0: the bash tool's maximum).
+	Test        string
+	TestTimeout time.Duration
 	// StateDir holds task records, worktrees, sessions, logs and locks.
 	StateDir string
 	// Engine connects to the sandbox backend (Docker or Podman; an

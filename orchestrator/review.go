@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/localagent/agent/orchestrator/store"
@@ -85,8 +86,50 @@ type TestRun struct {
 	// Reason says what decided it beyond the exit code.
 	Verdict verdict.Status `json:"verdict"`
 	Reason  string         `json:"reason,omitempty"`
-	// Runs counts the test commands run in all.
+	// Runs counts the test commands the agent ran in all.
 	Runs int `json:"runs"`
+	// Source is "host" when the orchestrator ran the task's test command
+	// after the agent's last turn (then only that run counts), "agent"
+	// when the verdict comes from the agent's own last test run.
+	Source string `json:"source"`
+	// OutputTail is the end of the host run's output.
+	OutputTail string `json:"output_tail,omitempty"`
+}
+
+// Verdict sources.
+const (
+	SourceHost  = "host"
+	SourceAgent = "agent"
+)
+
+// taskTests is the review's test verdict: with a test command, its run by
+// the orchestrator alone (unknown when it did not run); else the agent's
+// last test run.
+func taskTests(t *store.Task) *TestRun {
+	agentRun := DetectTests(t.Commands)
+	if t.TestCommand == "" {
+		return agentRun
+	}
+	tr := &TestRun{Command: t.TestCommand, Source: SourceHost}
+	if agentRun != nil {
+		tr.Runs = agentRun.Runs
+	}
+	ht := t.HostTest
+	switch {
+	case ht == nil || ht.Command != t.TestCommand:
+		tr.Verdict, tr.Reason = verdict.Unknown, "the test command did not run after the agent's last turn"
+	case ht.Error != "":
+		tr.Verdict, tr.Reason = verdict.Unknown, "the test command could not run: "+ht.Error
+	case ht.TimedOut:
+		tr.ExitCode, tr.OutputTail = ht.ExitCode, ht.OutputTail
+		tr.Verdict, tr.Reason = verdict.Failed, fmt.Sprintf("the test command timed out after %s", time.Duration(ht.DurationMS)*time.Millisecond)
+	default:
+		tr.ExitCode, tr.OutputTail = ht.ExitCode, ht.OutputTail
+		v := verdict.Judge(ht.Command, ht.ExitCode, ht.OutputTail)
+		tr.Verdict, tr.Reason = v.Status, v.Reason
+	}
+	tr.Passed = tr.Verdict == verdict.Passed
+	return tr
 }
 
 // IsTestCommand reports whether a shell command runs tests.
@@ -107,7 +150,7 @@ func DetectTests(cmds []store.Command) *TestRun {
 		if c.TimedOut || c.CutShort || c.Running {
 			v = verdict.Result{Status: verdict.Unknown, Reason: "the command did not finish"}
 		}
-		tr = &TestRun{Command: c.Command, ExitCode: c.ExitCode, Passed: v.Passed(), Verdict: v.Status, Reason: v.Reason}
+		tr = &TestRun{Command: c.Command, ExitCode: c.ExitCode, Passed: v.Passed(), Verdict: v.Status, Reason: v.Reason, Source: SourceAgent}
 	}
 	if tr != nil {
 		tr.Runs = n
@@ -117,6 +160,19 @@ func DetectTests(cmds []store.Command) *TestRun {
 
 // Problem says in a few words why the run does not count as passed.
 func (tr *TestRun) Problem() string {
+	if tr.Source == SourceHost {
+		switch tr.Verdict {
+		case verdict.Unknown:
+			return "the test command has no verdict (" + tr.Reason + "): " + tr.Command
+		case verdict.Masked:
+			return "the test command's exit code is masked (" + tr.Reason + "): " + tr.Command
+		}
+		why := "the test command failed: " + tr.Command
+		if tr.Reason != "" {
+			why += "; " + tr.Reason
+		}
+		return why
+	}
 	switch tr.Verdict {
 	case verdict.Masked:
 		return "the last test run's exit code is masked (" + tr.Reason + "): " + tr.Command
@@ -151,7 +207,7 @@ func (o *Orchestrator) Review(ctx context.Context, t *store.Task) (*Review, erro
 	rv := &Review{
 		Task: t.ID, Prompt: t.Prompt, State: string(t.State), Branch: t.Branch,
 		Base: describeBase(t), BaseBranch: t.BaseBranch, Commands: t.Commands,
-		Tests: DetectTests(t.Commands), Network: t.Network, Result: t.Result, Model: t.Model, Tokens: t.Tokens,
+		Tests: taskTests(t), Network: t.Network, Result: t.Result, Model: t.Model, Tokens: t.Tokens,
 		Worktree: t.Worktree, GPUs: t.GPUs, Image: t.Image,
 	}
 	if t.Environment != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/localagent/agent/agent/event"
 	"github.com/localagent/agent/orchestrator/environment"
 	"github.com/localagent/agent/orchestrator/store"
+	"github.com/localagent/agent/orchestrator/verdict"
 )
 
 // missingProgram is the program an exit-127 bash call could not find,
@@ -59,8 +60,13 @@ func environmentWarnings(t *store.Task, tests *TestRun) []string {
 		switch {
 		case tests == nil:
 			out = append(out, "the agent's final message says the tests pass, but it ran no test command")
-		case !tests.Passed:
+		case tests.Passed:
+		case tests.Source == SourceHost && tests.Verdict == verdict.Failed:
+			out = append(out, fmt.Sprintf("the agent's final message says the tests pass, but the test command (%s) failed", tests.Command))
+		case tests.Verdict == verdict.Failed:
 			out = append(out, fmt.Sprintf("the agent's final message says the tests pass, but its last test run (%s) failed", tests.Command))
+		default:
+			out = append(out, fmt.Sprintf("the agent's final message says the tests pass, but the test verdict is %s (%s)", tests.Verdict, tests.Command))
 		}
 	}
 	return out

@@ -45,6 +45,10 @@ type TaskOptions struct {
 	// Sandbox.Isolation); recorded in the task so that every later sandbox
 	// of the task keeps it.
 	Isolation sandbox.Isolation
+	// Test is the test command run after the agent's last turn, whose
+	// result is the verdict ("" = Options.Test, else the project
+	// environment's test:).
+	Test string
 }
 
 // Run is a task being worked on by this process. Close it when done.
@@ -144,6 +148,10 @@ func (o *Orchestrator) NewTask(ctx context.Context, opts TaskOptions) (_ *Run, e
 	if err != nil {
 		return nil, err
 	}
+	test, err := o.testCommand(ctx, repo, base.Commit, opts.Test)
+	if err != nil {
+		return nil, err
+	}
 	if env != nil {
 		image = envImage
 	}
@@ -187,7 +195,7 @@ func (o *Orchestrator) NewTask(ctx context.Context, opts TaskOptions) (_ *Run, e
 		Branch: "agent/" + Slug(prompt) + "-" + id,
 		Image:  image, Environment: env, GPUs: gpus, GPUNote: opts.GPUNote, Isolation: string(isolation), LLM: opts.LLM, Model: ep.model, PID: os.Getpid(),
 		Session: o.sessionPath(id), Events: o.eventsPath(id),
-		Created: now,
+		Created: now, TestCommand: test,
 	}
 	if err := repo.CheckBranchName(ctx, t.Branch); err != nil {
 		t.Branch = "agent/task-" + id

@@ -47,6 +47,10 @@ type Definition struct {
 	// Network lists the hosts setup needs. It is a request, not a grant:
 	// a build is refused unless the user's configuration allows each one.
 	Network []string `yaml:"network,omitempty" json:"network,omitempty"`
+	// Test is the project's test command. The orchestrator runs it in
+	// the task's sandbox after the agent's last turn; its exit code is
+	// the review's verdict. It does not change the environment's image.
+	Test string `yaml:"test,omitempty" json:"test,omitempty"`
 }
 
 var (
@@ -109,6 +113,9 @@ func (d *Definition) Check() error {
 		if !cleanRel(l) {
 			return fmt.Errorf("%s: lock file %q must be a plain path inside the repository", File, l)
 		}
+	}
+	if len(d.Test) > maxValueBytes || strings.ContainsRune(d.Test, 0) {
+		return fmt.Errorf("%s: the test command is too long or holds a NUL byte", File)
 	}
 	for _, h := range d.Network {
 		if h == "" || len(h) > 255 || strings.ContainsAny(h, " \t\n/") {
@@ -184,7 +191,9 @@ func DetectLockfiles(files []string) []string {
 // missing file is absent from the map). Any change gives a new name.
 func Hash(d *Definition, baseID, mirror string, locks map[string][]byte) string {
 	h := sha256.New()
-	def, _ := json.Marshal(d) // map keys are sorted by encoding/json
+	image := *d
+	image.Test = ""                // the test command is not part of the image
+	def, _ := json.Marshal(&image) // map keys are sorted by encoding/json
 	fmt.Fprintf(h, "environment v1\ndef %s\nbase %s\nmirror %s\n", def, baseID, mirror)
 	names := make([]string, 0, len(locks))
 	for n := range locks {

@@ -342,3 +342,32 @@ func TestRemoveCachesReadOnlyTree(t *testing.T) {
 		t.Fatalf("a file behind a link was removed: %v", err)
 	}
 }
+
+// The proposal names the project's test command: the Makefile's own test
+// target first, else the ecosystem's runner; none when nothing tells.
+func TestProposeTest(t *testing.T) {
+	files := map[string]string{"Makefile": "all:\n\tcc x.c\n\ntest: all\n\t./t\n", "package.json": `{"scripts": {"test": "jest"}}`}
+	read := func(name string) []byte { return []byte(files[name]) }
+	for _, c := range []struct {
+		top  []string
+		want string
+	}{
+		{[]string{"Makefile", "go.mod"}, "make test"},
+		{[]string{"go.mod"}, "go test ./..."},
+		{[]string{"Cargo.toml"}, "cargo test"},
+		{[]string{"package.json"}, "npm test"},
+		{[]string{"pytest.ini", "x.py"}, "python3 -m pytest"},
+		{[]string{"README.md"}, ""},
+	} {
+		if got := Propose(c.top, c.top, read).Test; got != c.want {
+			t.Errorf("Propose(%v).Test = %q, want %q", c.top, got, c.want)
+		}
+	}
+	// The test command does not change the environment's image name.
+	d := &Definition{Packages: []string{"make"}}
+	h := Hash(d, "img", "m", nil)
+	d.Test = "make test"
+	if Hash(d, "img", "m", nil) != h {
+		t.Error("a test command changed the environment's hash")
+	}
+}

@@ -111,6 +111,7 @@ func Propose(files, all []string, read func(name string) []byte) *Definition {
 	}
 	sort.Strings(d.Packages)
 	d.Packages = slices.Compact(d.Packages)
+	d.Test = proposeTest(has, read, slices.Contains(d.Packages, "python3-pytest"))
 	return d
 }
 
@@ -187,4 +188,32 @@ func ProposalNotes(d *Definition, read func(name string) []byte) []string {
 		}
 	}
 	return notes
+}
+
+// makeTarget matches a Makefile rule named test or check.
+var makeTarget = regexp.MustCompile(`(?m)^(test|check)\s*:`)
+
+// proposeTest suggests the project's test command: the Makefile's own
+// test (or check) target, else the usual runner of its ecosystem.
+func proposeTest(has func(...string) bool, read func(string) []byte, pytest bool) string {
+	for _, mk := range []string{"GNUmakefile", "makefile", "Makefile"} {
+		if has(mk) {
+			if m := makeTarget.FindSubmatch(read(mk)); m != nil {
+				return "make " + string(m[1])
+			}
+		}
+	}
+	switch {
+	case has("go.mod"):
+		return "go test ./..."
+	case has("Cargo.toml"):
+		return "cargo test"
+	case has("package.json") && bytes.Contains(read("package.json"), []byte(`"test"`)):
+		return "npm test"
+	case pytest:
+		return "python3 -m pytest"
+	case has("CMakeLists.txt"):
+		return "cmake -S . -B build && cmake --build build && ctest --test-dir build"
+	}
+	return ""
 }

@@ -105,6 +105,18 @@ type Command struct {
 	OutputTail string `json:"output_tail,omitempty"`
 }
 
+// HostTest is a run of the task's test command by the orchestrator, in
+// the task's sandbox after the agent's last turn.
+type HostTest struct {
+	Command  string `json:"command"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	TimedOut bool   `json:"timed_out,omitempty"`
+	// Error is why the command could not be run at all ("" when it ran).
+	Error      string `json:"error,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+	OutputTail string `json:"output_tail,omitempty"`
+}
+
 // MaxOutputTail bounds Command.OutputTail.
 const MaxOutputTail = 2048
 
@@ -167,6 +179,11 @@ type Task struct {
 	Result   string    `json:"result,omitempty"`
 	Commits  []string  `json:"commits,omitempty"`
 	Commands []Command `json:"commands,omitempty"`
+	// TestCommand is the test command the orchestrator runs after the
+	// agent's last turn ("" none: the verdict comes from the agent's own
+	// test runs); HostTest is its last run (nil: not run in this round).
+	TestCommand string    `json:"test_command,omitempty"`
+	HostTest    *HostTest `json:"host_test,omitempty"`
 	// Network is the task's egress: the allowlist it ran under and how many
 	// connections the proxy allowed and denied (log: EgressLog).
 	Network Network `json:"network"`

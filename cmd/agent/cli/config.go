@@ -114,6 +114,12 @@ type LLMConfig struct {
 // AgentConfig configures the agent loop.
 type AgentConfig struct {
 	MaxIterations int `mapstructure:"max_iterations"`
+	// Test is the test command run in the task's sandbox after the
+	// agent's last turn; its result is the review's verdict and the only
+	// input of merge-if-green ("" = the project environment's test:).
+	Test string `mapstructure:"test"`
+	// TestTimeout bounds that run.
+	TestTimeout time.Duration `mapstructure:"test_timeout"`
 	// ToolMode is how tools are offered to the model: auto (native tool
 	// calls, falling back to text when the server rejects them), native or
 	// text.
@@ -204,6 +210,8 @@ func setDefaults(v *viper.Viper) {
 	v.SetDefault("llm.reply_timeout", 30*time.Minute)
 	v.SetDefault("agent.max_iterations", 25)
 	v.SetDefault("agent.tool_mode", "auto")
+	v.SetDefault("agent.test", "")
+	v.SetDefault("agent.test_timeout", 10*time.Minute)
 	v.SetDefault("agent.sub_agents", true)
 	v.SetDefault("agent.hooks.session_start", []string{})
 	v.SetDefault("agent.hooks.pre_tool", []string{})

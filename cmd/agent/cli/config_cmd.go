@@ -45,6 +45,8 @@ var keyDocs = map[string]string{
 	"llm.reply_timeout":         "end any single reply that takes longer than this",
 	"agent.max_iterations":      "model turns per user message",
 	"agent.tool_mode":           "auto, native or text (for models without tool calling)",
+	"agent.test":                "test command run in the sandbox after the agent's last turn: the review's verdict (default: test: of .agent/environment.yaml)",
+	"agent.test_timeout":        "how long that test command may run",
 	"agent.sub_agents":          "offer spawn_agents (a worktree and sandbox each)",
 	"agent.hooks.session_start": "shell commands run inside the sandbox when a session starts",
 	"agent.hooks.pre_tool":      "shell commands run inside the sandbox before each tool; non-zero blocks it",

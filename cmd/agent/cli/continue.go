@@ -96,9 +96,11 @@ type ContinueOptions struct {
 	Prompt     string
 	PromptFile string
 	Approve    string
-	JSON       bool
-	Labels     []string
-	Run        RunFlags
+	// Test replaces the task's test command ("" keeps it).
+	Test   string
+	JSON   bool
+	Labels []string
+	Run    RunFlags
 }
 
 // NewCmdContinue builds `agent continue`.
@@ -139,6 +141,7 @@ The prompt is the argument, - for stdin, or --prompt-file FILE.`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.PromptFile, "prompt-file", "", "read the follow-up message from `FILE`")
 	fl.StringVar(&opts.Approve, "approve", approveAsk, "decision after review: ask, merge, squash, merge-if-green, squash-if-green, keep or discard")
+	fl.StringVar(&opts.Test, "test", "", "replace the task's test `COMMAND`, run in the sandbox after the agent's last turn: its result is the verdict")
 	fl.BoolVar(&opts.JSON, "json", false, "stream events as JSON lines on stdout; the last line is the result")
 	opts.Run.add(cmd)
 	fl.StringArrayVar(&opts.Labels, "label", nil, "extra sandbox container label KEY=VALUE (repeatable)")
@@ -162,7 +165,7 @@ func continueRun(ctx context.Context, opts *ContinueOptions) (err error) {
 	if _, err := o.Reconcile(); err != nil {
 		return err
 	}
-	co := orchestrator.ContinueOptions{Prompt: opts.Prompt}
+	co := orchestrator.ContinueOptions{Prompt: opts.Prompt, Test: opts.Test}
 	co.LLM, co.Model = endpointOverride(&opts.Run, cfg)
 	run, err := o.Continue(ctx, opts.Task, co)
 	if err != nil {

@@ -252,6 +252,11 @@ type testsJSON struct {
 	Verdict string `json:"verdict"`
 	Reason  string `json:"reason"`
 	Runs    int    `json:"runs"`
+	// Source is "host" (the configured test command, run by agent after
+	// the agent's last turn) or "agent" (the agent's last test run).
+	Source string `json:"source"`
+	// OutputTail is the end of the host run's output ("" for agent runs).
+	OutputTail string `json:"output_tail"`
 }
 
 func newReviewJSON(rv *orchestrator.Review) *reviewJSON {
@@ -277,7 +282,7 @@ func newReviewJSON(rv *orchestrator.Review) *reviewJSON {
 	}
 	if rv.Tests != nil {
 		out.Tests = &testsJSON{Command: rv.Tests.Command, ExitCode: rv.Tests.ExitCode, Passed: rv.Tests.Passed,
-			Verdict: string(rv.Tests.Verdict), Reason: rv.Tests.Reason, Runs: rv.Tests.Runs}
+			Verdict: string(rv.Tests.Verdict), Reason: rv.Tests.Reason, Runs: rv.Tests.Runs, Source: rv.Tests.Source, OutputTail: rv.Tests.OutputTail}
 	}
 	return out
 }

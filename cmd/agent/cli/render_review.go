@@ -89,21 +89,30 @@ func printReview(w io.Writer, rv *orchestrator.Review, width int, c colors) {
 	p.line("%s (%d):", c.Bold("Commands"), len(rv.Commands))
 	printCommands(w, rv.Commands, width, c)
 	fmt.Fprintln(w)
+	label := "Tests: "
+	if rv.Tests != nil && rv.Tests.Source == orchestrator.SourceHost {
+		label = "Tests (run by agent after the last turn): "
+	}
 	switch {
 	case rv.Tests == nil:
-		p.line("Tests: not run")
+		p.line("Tests: not run (verdict unknown)")
 	case rv.Tests.Passed:
-		p.wrap("Tests: ", fmt.Sprintf("%s (%s; %d test run(s))", c.Green("passed"), oneLine(rv.Tests.Command, 80), rv.Tests.Runs))
+		p.wrap(label, fmt.Sprintf("%s (%s; %d test run(s))", c.Green("passed"), oneLine(rv.Tests.Command, 80), rv.Tests.Runs))
 	case rv.Tests.Verdict == verdict.Masked:
-		p.wrap("Tests: ", fmt.Sprintf("%s (%s exited %s, but %s; %d test run(s))", c.Red("exit code masked"), oneLine(rv.Tests.Command, 80), exitText(rv.Tests.ExitCode), oneLine(rv.Tests.Reason, 100), rv.Tests.Runs))
+		p.wrap(label, fmt.Sprintf("%s (%s exited %s, but %s; %d test run(s))", c.Red("exit code masked"), oneLine(rv.Tests.Command, 80), exitText(rv.Tests.ExitCode), oneLine(rv.Tests.Reason, 100), rv.Tests.Runs))
 	case rv.Tests.Verdict == verdict.Unknown:
-		p.wrap("Tests: ", fmt.Sprintf("%s (%s: %s; %d test run(s))", c.Red("unknown"), oneLine(rv.Tests.Command, 80), oneLine(rv.Tests.Reason, 100), rv.Tests.Runs))
+		p.wrap(label, fmt.Sprintf("%s (%s: %s; %d test run(s))", c.Red("unknown"), oneLine(rv.Tests.Command, 80), oneLine(rv.Tests.Reason, 100), rv.Tests.Runs))
 	default:
 		why := ""
 		if rv.Tests.Reason != "" {
 			why = "; " + oneLine(rv.Tests.Reason, 160)
 		}
-		p.wrap("Tests: ", fmt.Sprintf("%s (%s exited %s%s; %d test run(s))", c.Red("FAILED"), oneLine(rv.Tests.Command, 80), exitText(rv.Tests.ExitCode), why, rv.Tests.Runs))
+		p.wrap(label, fmt.Sprintf("%s (%s exited %s%s; %d test run(s))", c.Red("FAILED"), oneLine(rv.Tests.Command, 80), exitText(rv.Tests.ExitCode), why, rv.Tests.Runs))
+	}
+	if rv.Tests != nil && !rv.Tests.Passed && rv.Tests.OutputTail != "" {
+		for _, l := range outputTailLines(rv.Tests.OutputTail, 8) {
+			p.line("  | %s", termtext.Line(l))
+		}
 	}
 	if n := rv.Network; len(n.Allow) == 0 {
 		p.line("Network: none (the sandbox had no network)")
@@ -184,4 +193,18 @@ func writeJSONLine(w io.Writer, v any) error {
 func printOutcome(w io.Writer, message string, width int) {
 	p := &reviewPrinter{w: w, width: width}
 	p.wrap("", termtext.Line(message))
+}
+
+// outputTailLines returns up to n last non-empty lines of s.
+func outputTailLines(s string, n int) []string {
+	var out []string
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		if strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out
 }

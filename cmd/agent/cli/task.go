@@ -59,6 +59,9 @@ type TaskOptions struct {
 	// Plan starts in plan mode: only reading tools until the user
 	// approves the agent's plan in a form.
 	Plan bool
+	// Test is the test command whose run after the agent's last turn is
+	// the verdict ("" = config agent.test, else the environment's test:).
+	Test string
 }
 
 // NewCmdTask builds `agent task`.
@@ -117,6 +120,7 @@ status 3.`,
 	fl.StringVar(&opts.GPUs, "gpus", "", "give the task's sandbox NVIDIA GPUs for CUDA tests, `all|IDS` (ids like 0,1; default: none; shown in the review)")
 	fl.BoolVar(&opts.JSON, "json", false, "stream events as JSON lines on stdout; the last line is the result")
 	fl.BoolVar(&opts.Plan, "plan", false, "plan mode: the agent may only read until you approve its plan (needs a terminal)")
+	fl.StringVar(&opts.Test, "test", "", "test `COMMAND` run in the sandbox after the agent's last turn: its result is the verdict merge-if-green uses (config agent.test; default: test: of .agent/environment.yaml)")
 	opts.Run.add(cmd)
 	fl.StringArrayVar(&opts.Labels, "label", nil, "extra sandbox container label KEY=VALUE (repeatable)")
 	_ = fl.MarkHidden("label")
@@ -231,6 +235,8 @@ func newOrchestrator(f *Factory, sink event.Sink, labels map[string]string, rf *
 	}
 	o, err := orchestrator.New(orchestrator.Options{
 		Environment:   envOpts,
+		Test:          cfg.Agent.Test,
+		TestTimeout:   cfg.Agent.TestTimeout,
 		StateDir:      cfg.StateDir,
 		DiskLimit:     diskLimit,
 		MinFree:       minFree,
@@ -342,7 +348,7 @@ func taskRun(ctx context.Context, opts *TaskOptions) (err error) {
 		r.Emit(event.Event{Kind: event.Notice, Text: "warning: " + gpuNote})
 	}
 	run, err := o.NewTask(ctx, orchestrator.TaskOptions{
-		Prompt: opts.Prompt, RepoDir: opts.Repo, Base: opts.Base, IncludeUncommitted: opts.IncludeUncommitted, GPUs: opts.GPUs, GPUNote: gpuNote,
+		Prompt: opts.Prompt, RepoDir: opts.Repo, Base: opts.Base, IncludeUncommitted: opts.IncludeUncommitted, GPUs: opts.GPUs, GPUNote: gpuNote, Test: opts.Test,
 		LLM: cfg.LLM.URL, Model: cfg.LLM.ServedModel, Image: cfg.Sandbox.Image,
 	})
 	if err != nil {
