@@ -624,3 +624,43 @@ func TestEnvInitProposalsPass(t *testing.T) {
 		})
 	}
 }
+
+// TestTaskSubmoduleEditsKept: what the agent changes inside a submodule is
+// committed in the submodule's own repository on the task's branch name
+// and named in the review, not deleted with the worktree by the merge. The
+// control is the task's own merge commit, which holds none of it.
+func TestTaskSubmoduleEditsKept(t *testing.T) {
+	c := RequireEngine(t)
+	e := NewAgentEnv(t, c)
+	lib := writeRepo(t, map[string]string{"lib.txt": "from the submodule\n"})
+	repo := writeRepo(t, map[string]string{"top.txt": "top\n"})
+	Git(t, repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, "vendor/lib")
+	Git(t, repo, "commit", "-q", "-m", "add lib")
+	script := writeScript(t, `turns:
+  - tool_calls:
+      - {name: write_file, arguments: {path: vendor/lib/lib.txt, content: "edited by the agent\n"}}
+      - {name: write_file, arguments: {path: top.txt, content: "top, edited\n"}}
+  - text: done
+`)
+	code, stdout, stderr := e.Run(repo, "task", "--llm", "script:"+script, "--approve", "merge", e.LabelFlag(), "edit both")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	tk := newestTask(t, e.StateDir)
+	if len(tk.Submodules) != 1 || tk.Submodules[0].Path != "vendor/lib" {
+		t.Fatalf("the record names no submodule commit: %+v", tk.Submodules)
+	}
+	if !strings.Contains(stdout+stderr, "inside submodule") {
+		t.Errorf("the review does not name the submodule's branch:\n%s%s", stdout, stderr)
+	}
+	if got := Git(t, repo, "show", "HEAD:top.txt"); got != "top, edited" {
+		t.Errorf("the task's own change was not merged: %q", got)
+	}
+	if _, err := GitErr(repo, "diff", "--quiet", "HEAD~1", "HEAD", "--", "vendor/lib"); err != nil {
+		t.Errorf("control: the merge changed the submodule's gitlink")
+	}
+	gd := filepath.Join(repo, ".git", "modules", "vendor", "lib")
+	if got := Git(t, repo, "--git-dir="+gd, "show", tk.Submodules[0].Branch+":lib.txt"); got != "edited by the agent" {
+		t.Errorf("lib.txt on the submodule's branch: %q", got)
+	}
+}
