@@ -41,6 +41,9 @@ type FileStat struct {
 	// Mode is the new file mode ("100644", "100755", "120000" for a
 	// symlink); empty for a deleted file.
 	Mode string `json:"mode,omitempty"`
+	// OldMode is the mode before a change of mode ("" when the mode did
+	// not change, or the file is new).
+	OldMode string `json:"old_mode,omitempty"`
 	// LinkTarget is where a new or changed symlink points.
 	LinkTarget string `json:"link_target,omitempty"`
 }
@@ -83,6 +86,9 @@ func (r *Repo) DiffStat(ctx context.Context, from, to string) (Stat, error) {
 		f := FileStat{Path: rf[i+1], Status: meta[4]}
 		if meta[1] != "000000" {
 			f.Mode = meta[1]
+		}
+		if meta[0] != "000000" && meta[1] != "000000" && meta[0] != meta[1] {
+			f.OldMode = meta[0]
 		}
 		if meta[1] == "120000" {
 			if target, err := r.g.out(ctx, r.CommonDir, "", "cat-file", "blob", meta[3]); err == nil {

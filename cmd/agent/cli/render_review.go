@@ -12,6 +12,7 @@ import (
 	"github.com/localagent/agent/orchestrator"
 	"github.com/localagent/agent/orchestrator/store"
 	"github.com/localagent/agent/orchestrator/verdict"
+	"github.com/localagent/agent/orchestrator/worktree"
 )
 
 // reviewPrinter writes lines that fit a width (0: no limit); long prose
@@ -77,9 +78,9 @@ func printReview(w io.Writer, rv *orchestrator.Review, width int, c colors) {
 		case f.Mode == "120000":
 			p.line("  %s %s -> %s (symlink)", f.Status, path, termtext.Path(f.LinkTarget))
 		case f.Binary:
-			p.line("  %s %s (binary)", f.Status, path)
+			p.line("  %s %s (binary)%s", f.Status, path, modeNote(f))
 		default:
-			p.line("  %s %s %s %s", f.Status, path, c.Green(fmt.Sprintf("+%d", f.Added)), c.Red(fmt.Sprintf("-%d", f.Deleted)))
+			p.line("  %s %s %s %s%s", f.Status, path, c.Green(fmt.Sprintf("+%d", f.Added)), c.Red(fmt.Sprintf("-%d", f.Deleted)), modeNote(f))
 		}
 	}
 	if len(rv.Uncommitted) > 0 {
@@ -207,4 +208,18 @@ func outputTailLines(s string, n int) []string {
 		out = out[len(out)-n:]
 	}
 	return out
+}
+
+// modeNote makes a change of mode visible: a file made executable shows
+// nothing in a line count (git: mode change 100644 => 100755).
+func modeNote(f worktree.FileStat) string {
+	switch {
+	case f.OldMode != "" && f.Mode == "100755":
+		return " (mode " + f.OldMode + " -> 100755: made executable)"
+	case f.OldMode != "":
+		return " (mode " + f.OldMode + " -> " + f.Mode + ")"
+	case f.Status == "A" && f.Mode == "100755":
+		return " (new executable)"
+	}
+	return ""
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/localagent/agent/orchestrator"
 	"github.com/localagent/agent/orchestrator/store"
+	"github.com/localagent/agent/orchestrator/worktree"
 	"github.com/localagent/agent/sandbox"
 )
 
@@ -169,5 +170,22 @@ func TestHostTestCommandDecides(t *testing.T) {
 	}
 	if gitOut(t, repo2, "rev-parse", "main") == base2 {
 		t.Error("a passing test command was not merged")
+	}
+}
+
+// A mode-only change and a new executable are named in the review's file
+// list; a plain edit gets no note (the control).
+func TestModeNote(t *testing.T) {
+	for _, c := range []struct {
+		f    worktree.FileStat
+		want string
+	}{
+		{worktree.FileStat{Path: "deploy.sh", Status: "M", Mode: "100755", OldMode: "100644"}, "made executable"},
+		{worktree.FileStat{Path: "tool", Status: "A", Mode: "100755", Binary: true}, "new executable"},
+		{worktree.FileStat{Path: "x.go", Status: "M", Mode: "100644"}, ""},
+	} {
+		if got := modeNote(c.f); (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("modeNote(%+v) = %q, want %q", c.f, got, c.want)
+		}
 	}
 }
