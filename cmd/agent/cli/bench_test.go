@@ -85,7 +85,7 @@ func TestBenchUsage(t *testing.T) {
 func TestBenchComparesIsolations(t *testing.T) {
 	label := sandboxEnv(t)
 	r := agentCLI(t, "", "bench", "--json", "--iterations", "1", "--start-files", "0", "--concurrent", "0",
-		"--isolation", "runc,runc", "--label", sandbox.LabelTest+"="+label)
+		"--deep-commits", "0", "--git-count=false", "--isolation", "runc,runc", "--label", sandbox.LabelTest+"="+label)
 	if r.code != 0 {
 		t.Fatalf("bench: exit %d: %s", r.code, r.errOut)
 	}

@@ -13,8 +13,11 @@ import (
 // test sets what it needs itself.
 func TestMain(m *testing.M) {
 	// The benchmark that runs tasks as separate processes runs the agent
-	// command it finds in os.Executable: under test, this binary.
-	if os.Getenv("AGENT_TEST_AS_AGENT") == "1" {
+	// command it finds in os.Executable: under test, this binary. `go test`
+	// starts it with -test.* flags first; a first argument that is not a
+	// flag is a command (`task ...`), which must never run the suite again
+	// (the suite would start the benchmark again, without end).
+	if os.Getenv("AGENT_TEST_AS_AGENT") == "1" || runAsAgent(os.Args[1:]) {
 		os.Exit(Main(os.Args[1:], System()))
 	}
 	dir := clearCallerEnv()
@@ -23,6 +26,10 @@ func TestMain(m *testing.M) {
 		_ = os.RemoveAll(dir)
 	}
 	os.Exit(code)
+}
+
+func runAsAgent(args []string) bool {
+	return len(args) > 0 && !strings.HasPrefix(args[0], "-")
 }
 
 func clearCallerEnv() string {
