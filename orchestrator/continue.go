@@ -109,12 +109,81 @@ func (r *Run) Continue(prompt string) error {
 	if !continuable(t.State) {
 		return fmt.Errorf("task %s is %s: there is nothing to continue", t.ID, t.State)
 	}
+	var from *store.FollowUpFrom
+	if t.State == store.Review || t.State == store.Kept {
+		// What the review showed is journalled before the follow-up
+		// changes anything: one that fails having changed nothing puts
+		// the task back (see unwindFollowUp).
+		tip, err := r.branchTip(context.Background())
+		if err != nil {
+			return err
+		}
+		from = &store.FollowUpFrom{State: t.State, Decision: t.Decision, Tip: tip, Finished: t.Finished, HostTest: t.HostTest, SubAgents: len(t.SubAgents)}
+	}
 	r.resume, r.followUp, r.begin = true, prompt, time.Now()
 	return r.update(func(t *store.Task) {
+		if from != nil {
+			t.FollowUpFrom = from
+		}
 		t.FollowUps = append(t.FollowUps, prompt)
 		t.Decision, t.Error = "", ""
 		t.HostTest = nil // this round's run decides
 	})
+}
+
+// branchTip is the commit the task's branch points to.
+func (r *Run) branchTip(ctx context.Context) (string, error) {
+	repo, err := r.o.openRepo(ctx, r.Task)
+	if err != nil {
+		return "", err
+	}
+	tip, err := repo.BranchTip(ctx, r.Task.Branch)
+	if err == nil && tip == "" {
+		err = fmt.Errorf("task %s: its branch %s is gone", r.Task.ID, r.Task.Branch)
+	}
+	return tip, err
+}
+
+// unwindFollowUp is called when a run ended with err and its sandbox is
+// gone. A follow-up of a reviewed task that failed (not interrupted by
+// the user) having changed nothing, its branch still at the commit the
+// review showed and its worktree without a change, puts the task back as
+// it was: under review or kept, mergeable. Anything else leaves the task
+// failed or interrupted, for resume. It returns the error to report.
+func (r *Run) unwindFollowUp(ctx context.Context, err error) error {
+	t := r.Task
+	from := t.FollowUpFrom
+	if from == nil || ctx.Err() != nil || t.SandboxID != "" || len(t.SubAgents) != from.SubAgents ||
+		(t.State != store.Failed && t.State != store.Interrupted) {
+		return err
+	}
+	ctx = context.WithoutCancel(ctx)
+	if tip, terr := r.branchTip(ctx); terr != nil || tip != from.Tip {
+		return err
+	}
+	repo, rerr := r.o.openRepo(ctx, t)
+	if rerr != nil {
+		return err
+	}
+	if wt := r.o.checkedOutWorktree(repo, t); wt != nil {
+		if changes, cerr := repo.Changes(ctx, wt); cerr != nil || len(changes) != 0 {
+			return err
+		}
+	} else if t.Populated {
+		return err // the worktree should be there and is not: resume sorts it out
+	}
+	why := t.Error
+	if uerr := r.update(func(t *store.Task) {
+		t.State, t.Decision, t.Finished, t.HostTest = from.State, from.Decision, from.Finished, from.HostTest
+		t.Error, t.FollowUpFrom = "", nil
+	}); uerr != nil {
+		return errors.Join(err, uerr)
+	}
+	verb := "under review"
+	if from.State == store.Kept {
+		verb = "kept"
+	}
+	return fmt.Errorf("task %s: the follow-up failed: %s; it changed nothing, so the task is %s as before: `agent merge %s` takes the reviewed work, `agent continue %s` tries the follow-up again", t.ID, why, verb, t.ID, t.ID)
 }
 
 // ensureWorktree re-creates the worktree of a task that was handed back

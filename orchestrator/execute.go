@@ -73,7 +73,19 @@ func (o *Orchestrator) preflightSandbox(ctx context.Context, image string, isola
 // interrupted (its worktree keeps every change) and ErrInterrupted is
 // returned; on an infrastructure failure it is left failed, with its
 // worktree, and can be resumed.
+//
+// A follow-up of a reviewed task that fails having changed nothing leaves
+// the task as it was (see unwindFollowUp).
 func (r *Run) Execute(ctx context.Context) error {
+	err := r.execute(ctx)
+	if err != nil {
+		// Here the sandbox is removed: nothing writes the worktree.
+		err = r.unwindFollowUp(ctx, err)
+	}
+	return err
+}
+
+func (r *Run) execute(ctx context.Context) error {
 	o, t := r.o, r.Task
 	_ = r.update(func(t *store.Task) {
 		t.State = store.Running
@@ -165,7 +177,7 @@ func (r *Run) Execute(ctx context.Context) error {
 		return r.stop(ctx, r.diskStop(bound, derr))
 	}
 	_ = r.update(func(t *store.Task) {
-		t.State = store.Review
+		t.State, t.FollowUpFrom = store.Review, nil
 		t.Finished = time.Now().UTC()
 	})
 	return nil

@@ -194,6 +194,11 @@ type Task struct {
 	// FollowUps are the messages that continued the task after its first
 	// prompt (agent continue, Request changes), in order.
 	FollowUps []string `json:"follow_ups,omitempty"`
+	// FollowUpFrom is the task as it stood under review when a follow-up
+	// began; it is written before the follow-up changes anything, so that
+	// one which fails having changed nothing (branch and worktree as they
+	// were) puts the task back there, its reviewed work still mergeable.
+	FollowUpFrom *FollowUpFrom `json:"follow_up_from,omitempty"`
 	// Released is set while the task's worktree is handed back (agent
 	// checkout): the branch lives in the user's checkout and the next
 	// agent continue re-creates the worktree.
@@ -596,4 +601,17 @@ func (s *Store) PruneReservations(minAge time.Duration) ([]string, error) {
 		release()
 	}
 	return pruned, nil
+}
+
+// FollowUpFrom is what a follow-up that fails having changed nothing
+// restores (see Task.FollowUpFrom).
+type FollowUpFrom struct {
+	State    State     `json:"state"`
+	Decision string    `json:"decision,omitempty"`
+	Tip      string    `json:"tip"` // the branch's commit the review showed
+	Finished time.Time `json:"finished,omitzero"`
+	HostTest *HostTest `json:"host_test,omitempty"`
+	// SubAgents is how many sub-agents the task had: one started by the
+	// follow-up is work of its own, for resume to recover.
+	SubAgents int `json:"sub_agents,omitempty"`
 }
