@@ -203,7 +203,7 @@ func (o *Orchestrator) ensureWorktree(ctx context.Context, repo *worktree.Repo, 
 	if at, err := repo.CheckedOutAt(ctx, t.Branch); err != nil {
 		return err
 	} else if at != "" {
-		return fmt.Errorf("task %s: its branch %s is checked out in %s; switch that checkout to another branch (git switch -) and continue again: the agent works in a worktree of its own", t.ID, t.Branch, at)
+		return fmt.Errorf("task %s: its branch %s is checked out in %s; switch that checkout to another branch (git switch -) and run the command again: the agent works in a worktree of its own", t.ID, t.Branch, at)
 	}
 	// What is about to happen is recorded first: a crash leaves a record
 	// that says the worktree must be (re-)created, never one that points

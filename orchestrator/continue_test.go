@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -99,4 +100,92 @@ turns:
 			}
 		})
 	}
+}
+
+// After `agent checkout` and `git switch -` back, `git switch -` found the
+// branch the checkout was on (git's reflog message), and `agent resume` of
+// the task (here a failed one) re-creates its worktree from the branch and
+// runs to review. Controls: the task's worktree is gone after the checkout
+// (what resume must re-create), and a plain symbolic-ref with another
+// reflog message leaves `git switch -` nothing to go back to.
+func TestResumeAfterCheckoutAndSwitchBack(t *testing.T) {
+	const failing = `model: scripted
+turns:
+  - error: {status: 500, message: "model server broke"}
+`
+	f := newLocalFixture(t, failing)
+	ctx := context.Background()
+	r, err := f.o.NewTask(ctx, TaskOptions{Prompt: "write greet.txt", RepoDir: f.repo, LLM: "script:" + f.script})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Execute(ctx); err == nil {
+		t.Fatal("the model failed, yet the task did not")
+	}
+	r.Close()
+	task, err := f.o.store.Load(r.Task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.State != store.Failed {
+		t.Fatalf("state %s, want failed", task.State)
+	}
+	res, err := f.o.Checkout(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Previous != "main" || testGit(t, f.repo, "symbolic-ref", "--short", "HEAD") != task.Branch {
+		t.Fatalf("checkout: %+v, HEAD %s", res, testGit(t, f.repo, "symbolic-ref", "HEAD"))
+	}
+	if _, err := os.Stat(task.Worktree); err == nil {
+		t.Fatal("control: the worktree is still there after the checkout")
+	}
+	testGit(t, f.repo, "switch", "-")
+	if got := testGit(t, f.repo, "symbolic-ref", "--short", "HEAD"); got != "main" {
+		t.Fatalf("git switch - went to %s, want main", got)
+	}
+
+	rr, err := f.o.Resume(ctx, task.ID, ResumeOptions{LLM: "script:" + writeScriptFile(t, writeGreetScript)})
+	if err != nil {
+		t.Fatalf("resume after checkout and switching back: %v", err)
+	}
+	err = rr.Execute(ctx)
+	rr.Close()
+	if err != nil {
+		t.Fatalf("resumed run: %v", err)
+	}
+	saved, _ := f.o.store.Load(task.ID)
+	if saved.State != store.Review || saved.Released {
+		t.Fatalf("after resume: state %s, released %v", saved.State, saved.Released)
+	}
+	if b, err := os.ReadFile(filepath.Join(saved.Worktree, "greet.txt")); err != nil || string(b) != "hello\n" {
+		t.Errorf("greet.txt in the re-created worktree: %q, %v", b, err)
+	}
+	if out, err := f.o.Decide(ctx, saved, Merge, false); err != nil || out.State != string(store.Merged) {
+		t.Fatalf("merge after resume: %+v, %v", out, err)
+	}
+
+	// Control: a fresh repository whose HEAD moved with another reflog
+	// message: git finds no previous branch.
+	c := t.TempDir()
+	testGit(t, c, "init", "-q", "-b", "main")
+	testGit(t, c, "commit", "-q", "--allow-empty", "-m", "init")
+	testGit(t, c, "branch", "other")
+	testGit(t, c, "symbolic-ref", "-m", "agent checkout other", "HEAD", "refs/heads/other")
+	cmd := exec.Command("git", "switch", "-")
+	cmd.Dir = c
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Errorf("control: git switch - worked after a foreign reflog message: %s", out)
+	} else {
+		t.Logf("control: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+}
+
+func writeScriptFile(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "script.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

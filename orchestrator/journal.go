@@ -68,6 +68,11 @@ func (o *Orchestrator) finishPendingMerge(ctx context.Context, repo *worktree.Re
 // git's stale index lock of the worktree (left by a kill during a commit)
 // when no process holds it.
 func (o *Orchestrator) recoverWorktree(ctx context.Context, repo *worktree.Repo, t *store.Task) error {
+	if t.Released {
+		// Handed back with `agent checkout`: re-created from the branch,
+		// as `agent continue` does.
+		return o.ensureWorktree(ctx, repo, t)
+	}
 	if t.WorktreeGit != "" {
 		wt, err := o.taskWorktree(repo, t)
 		if err != nil {

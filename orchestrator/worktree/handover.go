@@ -131,7 +131,14 @@ func (r *Repo) Switch(ctx context.Context, branch string, plan CheckoutPlan) err
 			return fmt.Errorf("updating your checkout %s (nothing was changed): %w", co.path, err)
 		}
 	}
-	if _, err := r.g.out(ctx, co.gitDir, "", "symbolic-ref", "-m", "agent checkout "+branch, "HEAD", "refs/heads/"+branch); err != nil {
+	// The reflog message is git's own for a switch: `git switch -` and
+	// @{-1} find the branch (or commit) the checkout was on by it.
+	from := plan.Branch
+	if from == "" {
+		from = plan.From
+	}
+	msg := "checkout: moving from " + from + " to " + branch
+	if _, err := r.g.out(ctx, co.gitDir, "", "symbolic-ref", "-m", msg, "HEAD", "refs/heads/"+branch); err != nil {
 		// Put the files back where HEAD still says they are.
 		if plan.From != plan.To {
 			_, _ = r.g.out(context.WithoutCancel(ctx), co.gitDir, co.path, "read-tree", "-m", "-u", plan.To, plan.From)
