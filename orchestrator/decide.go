@@ -210,6 +210,35 @@ func (o *Orchestrator) keepUnmerged(t *store.Task) {
 	}
 }
 
+// removeWorktreeHook, when set (by tests), runs after a worktree's removal
+// is journalled and before it starts; an error stops the removal there, as
+// a kill would.
+var removeWorktreeHook func(path string) error
+
+// removeWorktree removes the worktree of a finished task that was found
+// without uncommitted changes (the caller checked, with nothing able to
+// write it). The removal is journalled first (RemovingWorktree): files
+// half deleted by a kill are then a removal for gc to finish, not changes
+// to keep.
+func (o *Orchestrator) removeWorktree(ctx context.Context, repo *worktree.Repo, t *store.Task, wt *worktree.Worktree) error {
+	if !t.RemovingWorktree {
+		t.RemovingWorktree = true
+		if err := o.store.Save(t); err != nil {
+			return err
+		}
+	}
+	if removeWorktreeHook != nil {
+		if err := removeWorktreeHook(wt.Path); err != nil {
+			return err
+		}
+	}
+	if err := repo.Remove(ctx, wt); err != nil {
+		return err
+	}
+	t.RemovingWorktree = false
+	return o.store.Save(t)
+}
+
 // cleanupMerged removes a merged task's worktree and branch, keeping both
 // when the worktree has uncommitted changes.
 func (o *Orchestrator) cleanupMerged(ctx context.Context, repo *worktree.Repo, t *store.Task, merged string, squash bool) string {
@@ -224,10 +253,12 @@ func (o *Orchestrator) cleanupMerged(ctx context.Context, repo *worktree.Repo, t
 		var ch []string
 		var rerr error
 		err := o.onWorktree(ctx, wt.Path, func() (err error) {
-			if ch, err = repo.Changes(ctx, wt); err != nil || len(ch) > 0 {
-				return err
+			if !t.RemovingWorktree {
+				if ch, err = repo.Changes(ctx, wt); err != nil || len(ch) > 0 {
+					return err
+				}
 			}
-			rerr = repo.Remove(ctx, wt)
+			rerr = o.removeWorktree(ctx, repo, t, wt)
 			return nil
 		})
 		if err != nil {
@@ -237,7 +268,7 @@ func (o *Orchestrator) cleanupMerged(ctx context.Context, repo *worktree.Repo, t
 			return fmt.Sprintf("the worktree %s has uncommitted changes, so it and the branch are kept", t.Worktree)
 		}
 		if rerr != nil {
-			return "could not remove the worktree: " + rerr.Error()
+			return "could not remove the worktree: " + rerr.Error() + "; `agent gc` finishes the removal"
 		}
 	}
 	tip, err := repo.BranchTip(ctx, t.Branch)

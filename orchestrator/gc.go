@@ -199,11 +199,15 @@ func (o *Orchestrator) GC(ctx context.Context) (GCReport, error) {
 		// opened since the check above) frozen.
 		var ch []string
 		var rerr error
+		// A removal journalled and cut short (RemovingWorktree) is
+		// finished: its missing files are not changes.
 		if err := o.onWorktree(ctx, wt.Path, func() (err error) {
-			if ch, err = repo.Changes(ctx, wt); err != nil || len(ch) > 0 {
-				return err
+			if !t.RemovingWorktree {
+				if ch, err = repo.Changes(ctx, wt); err != nil || len(ch) > 0 {
+					return err
+				}
 			}
-			rerr = repo.Remove(ctx, wt)
+			rerr = o.removeWorktree(ctx, repo, t, wt)
 			return nil
 		}); err != nil || len(ch) > 0 {
 			rep.Kept = append(rep.Kept, fmt.Sprintf("worktree %s (task %s, %s): it has uncommitted changes (copy what you need out of it, then remove it: rm -rf %s)", t.Worktree, t.ID, t.State, shellQuote(t.Worktree)))

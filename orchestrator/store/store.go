@@ -204,6 +204,12 @@ type Task struct {
 	// agent continue re-creates the worktree.
 	Released bool `json:"released,omitempty"`
 
+	// RemovingWorktree is set once a finished task's worktree was found
+	// without uncommitted changes, before its removal starts: a removal
+	// killed halfway (files partly deleted) is finished by gc, never taken
+	// for uncommitted changes.
+	RemovingWorktree bool `json:"removing_worktree,omitempty"`
+
 	// MergedTip is the task branch's tip that the merge took in: gc
 	// deletes the branch when it still points there.
 	MergedTip string `json:"merged_tip,omitempty"`
