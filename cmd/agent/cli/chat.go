@@ -126,6 +126,10 @@ func newChatSession(opts *ChatOptions, sink event.Sink, print func(string)) (*ch
 // close keeps the branch of a task nobody decided about, and lets go of
 // the task.
 func (s *chatSession) close(ctx context.Context) {
+	// The pool refill and the spare checkout the session started end
+	// before the process does, not halfway (deferred: after the unlock).
+	defer s.o.WaitSpares()
+	defer s.o.WaitPool()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.run == nil {

@@ -160,7 +160,9 @@ func continueRun(ctx context.Context, opts *ContinueOptions) (err error) {
 		return err
 	}
 	defer r.Close()
-	// Spare checkouts begun here end before exit, not halfway.
+	// The pool refill and the spare checkouts begun here end before exit,
+	// not halfway.
+	defer o.WaitPool()
 	defer o.WaitSpares()
 	if _, err := o.Reconcile(); err != nil {
 		return err

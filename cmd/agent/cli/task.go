@@ -598,7 +598,9 @@ func taskResumeRun(ctx context.Context, opts *TaskResumeOptions) (err error) {
 		return err
 	}
 	defer r.Close()
-	// Spare checkouts begun here end before exit, not halfway.
+	// The pool refill and the spare checkouts begun here end before exit,
+	// not halfway.
+	defer o.WaitPool()
 	defer o.WaitSpares()
 	if _, err := o.Reconcile(); err != nil {
 		return err
