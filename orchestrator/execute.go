@@ -564,8 +564,13 @@ func (r *Run) commit(ctx context.Context, sb *sandbox.Sandbox, res agent.Result)
 		// Changes inside submodules are committed in the submodules'
 		// own repositories (the task's commit holds only their gitlinks)
 		// and named in the review; else they would go with the worktree.
-		subs, err := repo.CommitSubmodules(ctx, wt, t.StartCommit, t.Branch, msg)
-		if err != nil {
+		// Host git reads the worktree there, so the sandbox is frozen as
+		// for the task's own commit.
+		var subs []worktree.SubmoduleCommit
+		if err := o.whileFrozen(ctx, wt.Path, []*sandbox.Sandbox{sb}, func() (err error) {
+			subs, err = repo.CommitSubmodules(ctx, wt, t.StartCommit, t.Branch, msg)
+			return err
+		}); err != nil {
 			return err
 		}
 		if len(subs) > 0 {
